@@ -1,0 +1,3 @@
+"""webhook-dispatcher: signed, ordered, at-least-once webhook delivery on Kafka."""
+
+__version__ = "0.1.0"

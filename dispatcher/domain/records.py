@@ -1,0 +1,257 @@
+"""Records on the topics and in the actor table, and their validation.
+
+Requests topic (key = receiver id, value = JSON object), written by the API or
+directly by producers:
+    {"kind": "message", "id"?, "event_type", "payload", "headers"?, "accepted_at"?}
+    {"kind": "receiver.upsert", "receiver": {...}}   (written by the API only)
+Commands topic (key = receiver id): {"kind": "outcome", ...} from delivery.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from .errors import InvalidInput
+from .headers import check_headers
+from .ids import check_id
+from .signing import SecretError, decode_secret
+
+_EVENT_TYPE_RE = re.compile(r"[A-Za-z0-9_.:*-]{1,256}")
+MAX_URL_LEN = 2048
+
+
+@dataclass(slots=True, frozen=True)
+class Message:
+    """One message addressed to one receiver, as accepted."""
+
+    id: str
+    receiver_id: str
+    event_type: str
+    payload: Any
+    headers: dict[str, str] = field(default_factory=dict)
+    accepted_at: float = 0.0
+
+
+@dataclass(slots=True, frozen=True)
+class ReceiverConfig:
+    """What delivery needs to know about a receiver."""
+
+    id: str
+    url: str
+    secret: str
+    event_types: tuple[str, ...] = ()
+    headers: dict[str, str] = field(default_factory=dict)
+    created_at: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "url": self.url,
+            "secret": self.secret,
+            "event_types": list(self.event_types),
+            "headers": self.headers,
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReceiverConfig:
+        return cls(
+            id=data["id"],
+            url=data["url"],
+            secret=data["secret"],
+            event_types=tuple(data.get("event_types") or ()),
+            headers=data.get("headers") or {},
+            created_at=data.get("created_at", 0.0),
+        )
+
+
+@dataclass(slots=True, frozen=True)
+class Outcome:
+    """The result of one delivery attempt, sent back to the actor."""
+
+    seq: int
+    msg_id: str
+    token: str
+    ok: bool
+    status: int | None
+    error: str | None
+    latency_ms: float
+    at: float
+    body_prefix: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def check_event_type(value: object, field_name: str) -> str:
+    if not isinstance(value, str) or not _EVENT_TYPE_RE.fullmatch(value):
+        raise InvalidInput(field_name, "must be 1..256 characters of [A-Za-z0-9_.:-]")
+    return value
+
+
+def check_url(value: object, field_name: str, require_https: bool) -> str:
+    """A receiver URL: absolute http(s) with a host, no credentials, no fragment."""
+    if not isinstance(value, str) or not value or len(value) > MAX_URL_LEN:
+        raise InvalidInput(field_name, f"must be a URL of at most {MAX_URL_LEN} characters")
+    if any(ch.isspace() or ord(ch) < 32 for ch in value):
+        raise InvalidInput(field_name, "must not contain whitespace or control characters")
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidInput(field_name, f"is not a valid URL: {exc}") from exc
+    if parts.scheme not in ("http", "https"):
+        raise InvalidInput(field_name, "scheme must be http or https")
+    if require_https and parts.scheme != "https":
+        raise InvalidInput(field_name, "must use https (DISPATCHER_REQUIRE_HTTPS is on)")
+    if not parts.hostname:
+        raise InvalidInput(field_name, "must include a host")
+    if parts.username or parts.password:
+        raise InvalidInput(field_name, "must not contain credentials")
+    if parts.fragment:
+        raise InvalidInput(field_name, "must not contain a fragment")
+    if port == 0:
+        raise InvalidInput(field_name, "port must be 1..65535")
+    return value
+
+
+def parse_receiver_spec(
+    body: object, receiver_id: str, secret: str, now: float, require_https: bool
+) -> ReceiverConfig:
+    """Validate `POST /v1/receivers`; `secret` is used when the body gives none."""
+    if not isinstance(body, dict):
+        raise InvalidInput("body", "must be a JSON object")
+    _reject_unknown(body, {"url", "event_types", "secret", "headers", "id"}, "")
+    url = check_url(body.get("url"), "url", require_https)
+    event_types = body.get("event_types", [])
+    if not isinstance(event_types, list) or len(event_types) > 256:
+        raise InvalidInput("event_types", "must be a list of at most 256 event types")
+    types = tuple(check_event_type(t, f"event_types[{i}]") for i, t in enumerate(event_types))
+    if "secret" in body:
+        secret = body["secret"]
+        if not isinstance(secret, str):
+            raise InvalidInput("secret", "must be a string 'whsec_<base64>'")
+        try:
+            decode_secret(secret)
+        except SecretError as exc:
+            raise InvalidInput("secret", str(exc)) from exc
+    headers = check_headers(body.get("headers"), "headers")
+    return ReceiverConfig(receiver_id, url, secret, types, headers, now)
+
+
+def parse_message_spec(body: object, prefix: str, make_id: Any, now: float) -> Message:
+    """Validate one message of `POST /v1/messages`; `prefix` qualifies field names."""
+    if not isinstance(body, dict):
+        raise InvalidInput(prefix or "body", "must be a JSON object")
+    _reject_unknown(body, {"receiver_id", "event_type", "payload", "id", "headers"}, prefix)
+    receiver_id = check_id(body.get("receiver_id"), prefix + "receiver_id")
+    event_type = check_event_type(body.get("event_type"), prefix + "event_type")
+    if "payload" not in body:
+        raise InvalidInput(prefix + "payload", "is required")
+    msg_id = check_id(body["id"], prefix + "id") if "id" in body else make_id()
+    headers = check_headers(body.get("headers"), prefix + "headers")
+    return Message(msg_id, receiver_id, event_type, body["payload"], headers, now)
+
+
+def _reject_unknown(body: dict[str, Any], allowed: set[str], prefix: str) -> None:
+    for key in body:
+        if key not in allowed:
+            raise InvalidInput(prefix + str(key), "is not a known field")
+
+
+def encode_message_record(msg: Message) -> bytes:
+    """The requests-topic record for one message (the API's and producers' format)."""
+    record: dict[str, Any] = {
+        "kind": "message",
+        "id": msg.id,
+        "event_type": msg.event_type,
+        "payload": msg.payload,
+        "accepted_at": msg.accepted_at,
+    }
+    if msg.headers:
+        record["headers"] = msg.headers
+    return orjson.dumps(record)
+
+
+def encode_upsert_record(config: ReceiverConfig) -> bytes:
+    return orjson.dumps({"kind": "receiver.upsert", "receiver": config.as_dict()})
+
+
+def decode_request(
+    receiver_id: str, raw: bytes, fallback_id: str, fallback_time: float
+) -> Message | ReceiverConfig:
+    """Parse a requests-topic record; raise InvalidInput with the field at fault.
+
+    `fallback_id` names a message that came without an id (direct producers), so
+    a replay of the same record gets the same id and is deduplicated.
+    """
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput("value", f"not JSON: {exc}", code="malformed") from exc
+    if not isinstance(data, dict):
+        raise InvalidInput("value", "must be a JSON object", code="malformed")
+    kind = data.get("kind", "message")
+    if kind == "receiver.upsert":
+        return _decode_upsert(receiver_id, data)
+    if kind != "message":
+        raise InvalidInput("kind", f"unknown record kind {kind!r}", code="malformed")
+    return _decode_message(receiver_id, data, fallback_id, fallback_time)
+
+
+def _decode_upsert(receiver_id: str, data: dict[str, Any]) -> ReceiverConfig:
+    try:
+        config = ReceiverConfig.from_dict(data["receiver"])
+    except (KeyError, TypeError) as exc:
+        raise InvalidInput("receiver", f"incomplete receiver record: {exc}", "malformed") from exc
+    if config.id != receiver_id:
+        raise InvalidInput("receiver.id", "does not match the record key", code="malformed")
+    return config
+
+
+def _decode_message(
+    receiver_id: str, data: dict[str, Any], fallback_id: str, fallback_time: float
+) -> Message:
+    check_id(receiver_id, "key")
+    if data.get("receiver_id", receiver_id) != receiver_id:
+        raise InvalidInput("receiver_id", "does not match the record key", code="malformed")
+    msg_id = check_id(data["id"], "id") if data.get("id") is not None else fallback_id
+    event_type = check_event_type(data.get("event_type"), "event_type")
+    if "payload" not in data:
+        raise InvalidInput("payload", "is required", code="malformed")
+    headers = check_headers(data.get("headers"), "headers")
+    accepted_at = data.get("accepted_at")
+    if not isinstance(accepted_at, (int, float)) or isinstance(accepted_at, bool):
+        accepted_at = fallback_time
+    return Message(msg_id, receiver_id, event_type, data["payload"], headers, float(accepted_at))
+
+
+def encode_outcome(outcome: Outcome) -> bytes:
+    data = {"kind": "outcome", **{k: getattr(outcome, k) for k in Outcome.__slots__}}
+    return orjson.dumps(data)
+
+
+def decode_command(raw: bytes) -> Outcome:
+    """Parse a commands-topic record (written only by workers)."""
+    data = orjson.loads(raw)
+    if data.get("kind") != "outcome":
+        raise InvalidInput("kind", f"unknown command {data.get('kind')!r}", code="malformed")
+    del data["kind"]
+    return Outcome(**data)
+
+
+def encode_backlog_entry(msg: Message, seq: int) -> bytes:
+    """A buffered message as stored in the actor table."""
+    return orjson.dumps(
+        {
+            "id": msg.id,
+            "seq": seq,
+            "type": msg.event_type,
+            "data": msg.payload,
+            "headers": msg.headers,
+            "accepted_at": msg.accepted_at,
+        }
+    )

@@ -1,0 +1,56 @@
+"""Which partitions this worker owns, and what moves with them.
+
+On revocation the timers pause (nothing is posted for a partition that may be
+leaving). When recovery completes, partitions lost since the last assignment
+drop their timers and in-flight attempts; partitions gained are scanned and
+every receiver with a backlog is woken, so deliveries resume where the last
+owner's changelog left them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .actor_runner import ActorRunner
+
+log = logging.getLogger(__name__)
+
+
+class Ownership:
+    def __init__(self, app: Any, requests_topic: str, runner: ActorRunner) -> None:
+        self._app = app
+        self._topic = requests_topic
+        self._runner = runner
+        self.owned: set[int] = set()
+        self.recovered = False
+
+    @property
+    def ready(self) -> bool:
+        return self.recovered and not self._app.rebalancing
+
+    async def on_revoked(self, sender: Any = None, revoked: Any = None, **_: Any) -> None:
+        self._runner.timers.paused = True
+
+    async def on_recovered(self) -> None:
+        actives = {tp.partition for tp in self._app.assignor.assigned_actives() if tp.topic == self._topic}
+        lost, gained = self.owned - actives, actives - self.owned
+        self.owned = actives
+        if lost:
+            self._runner.timers.drop_partitions(lost)
+            await self._runner.deliverer.drop_partitions(lost)
+        woken = sum(self._wake_partition(p) for p in sorted(gained))
+        self.recovered = True
+        self._runner.timers.paused = False
+        log.info(
+            "partitions owned=%s gained=%s lost=%s receivers woken=%d",
+            sorted(actives), sorted(gained), sorted(lost), woken,
+        )
+
+    def _wake_partition(self, partition: int) -> int:
+        woken = 0
+        for state in self._runner.store.states_in_partition(partition):
+            if state.head is not None:
+                self._runner.timers.schedule(state.receiver_id, partition, state.next_attempt_at)
+                woken += 1
+        return woken

@@ -1,0 +1,91 @@
+"""Faust app, topics and tables, declared once.
+
+All per-receiver topics and the actor table share the partition count and are
+keyed by receiver id, so one worker owns a receiver's requests, outcomes and
+state together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import faust
+
+from .settings import Settings
+
+
+@dataclass(slots=True)
+class Topology:
+    app: faust.App
+    requests: Any  # faust.TopicT
+    commands: Any
+    dead_letters: Any
+    actors: Any  # faust.Table
+
+
+def topic_names(settings: Settings) -> dict[str, str]:
+    prefix = settings.app_id
+    return {
+        "requests": f"{prefix}.requests",
+        "commands": f"{prefix}.commands",
+        "dead_letters": f"{prefix}.dead-letters",
+    }
+
+
+def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
+    app = faust.App(settings.app_id, **faust_config(settings, web_middlewares))
+    names = topic_names(settings)
+    raw: dict[str, Any] = {
+        "key_type": bytes,
+        "value_type": bytes,
+        "key_serializer": "raw",
+        "value_serializer": "raw",
+        "partitions": settings.partitions,
+        "internal": True,  # Faust creates them with our partition count.
+    }
+    requests = app.topic(names["requests"], **raw)
+    commands = app.topic(names["commands"], **raw)
+    dead_letters = app.topic(names["dead_letters"], **raw)
+    actors = app.Table(
+        "actors",
+        partitions=settings.partitions,
+        key_type=bytes,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+    )
+    return Topology(app, requests, commands, dead_letters, actors)
+
+
+def faust_config(settings: Settings, web_middlewares: list[Any]) -> dict[str, Any]:
+    return {
+        "broker": settings.broker,
+        "store": "rocksdb://",
+        "datadir": str(settings.data_dir),
+        "topic_partitions": settings.partitions,
+        "topic_replication_factor": 1,
+        "table_standby_replicas": settings.standby_replicas,
+        "consumer_auto_offset_reset": "earliest",
+        "broker_session_timeout": settings.session_timeout,
+        "broker_heartbeat_interval": settings.heartbeat_interval,
+        "broker_rebalance_timeout": max(settings.session_timeout * 2, 10.0),
+        "broker_commit_interval": settings.commit_interval,
+        "producer_linger": settings.producer_linger,
+        "producer_acks": -1,
+        "web_host": settings.web_host,
+        "web_port": settings.web_port,
+        "web_bind": settings.web_host,
+        "canonical_url": f"http://{settings.web_host}:{settings.web_port}",
+        "web_application_options": {
+            "middlewares": web_middlewares,
+            "client_max_size": settings.max_request_body,
+        },
+        # Faust's own debug views would expose table contents without auth.
+        "web_stats_enabled": False,
+        "web_graph_enabled": False,
+        "web_router_enabled": False,
+        "web_tables_enabled": False,
+        "web_metrics_enabled": False,
+        "web_cors_options": None,
+    }

@@ -1,0 +1,155 @@
+"""Assembles one worker: topology, actor, delivery, timers, web API; runs it."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import faust
+import orjson
+from yarl import URL
+
+from .actor_runner import ActorRunner
+from .actor_store import ActorStore
+from .agent import register_actor_agent
+from .deliverer import Deliverer
+from .domain.actor import Policy
+from .domain.backoff import Backoff
+from .domain.records import Outcome, encode_outcome
+from .ownership import Ownership
+from .settings import Settings
+from .timers import WakeTimers
+from .topology import Topology, build_topology, topic_names
+from .transport import AiohttpTransport, Transport
+
+log = logging.getLogger(__name__)
+
+CLEAN_MARKER = ".clean-shutdown"
+
+
+class Dispatcher:
+    """One worker's parts, wired together; nothing starts until Faust starts."""
+
+    def __init__(self, settings: Settings, transport: Transport | None = None) -> None:
+        from web.app import setup_web, web_middlewares  # web depends on dispatcher, not back
+
+        self.settings = settings
+        self.names = topic_names(settings)
+        self.topology: Topology = build_topology(settings, web_middlewares(settings))
+        app = self.topology.app
+        transport = transport or AiohttpTransport(
+            settings.timeout, settings.connect_timeout, settings.response_cap, settings.max_in_flight
+        )
+        self.deliverer = Deliverer(transport, self._send_outcome, settings.max_in_flight)
+        self.timers = WakeTimers(self._wake)
+        policy = Policy(Backoff(settings.retry_base, settings.retry_cap), settings.dedup_window)
+        self.store = ActorStore(self.topology.actors)
+        self.runner = ActorRunner(
+            self.store, self.deliverer, self.timers, self._send_dead_letter, policy, self.names["requests"]
+        )
+        self.ownership = Ownership(app, self.names["requests"], self.runner)
+        source = app.topic(
+            self.names["requests"], self.names["commands"],
+            key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
+        )
+        register_actor_agent(app, source, self.names["commands"], self.runner)
+        self.topology.actors.on_recover(self.ownership.on_recovered)
+        app.on_partitions_revoked.connect(self.ownership.on_revoked)
+        app.task(self._run_timers)
+        app.on_before_shutdown.connect(self._on_shutdown)
+        setup_web(app.web.web_app, self)
+
+    @property
+    def app(self) -> faust.App:
+        return self.topology.app
+
+    # producers ----------------------------------------------------------------
+
+    async def produce_requests(self, records: list[tuple[str, bytes]]) -> None:
+        """Produce to the requests topic and wait until every record is acked."""
+        futures = [
+            await self.topology.requests.send(key=rid.encode(), value=value) for rid, value in records
+        ]
+        for fut in futures:
+            await fut
+
+    async def _send_outcome(self, receiver_id: str, outcome: Outcome) -> None:
+        await self.topology.commands.send(key=receiver_id.encode(), value=encode_outcome(outcome))
+
+    async def _send_dead_letter(self, receiver_id: str, record: bytes) -> None:
+        fut = await self.topology.dead_letters.send(key=receiver_id.encode(), value=record)
+        await fut
+
+    # ownership ----------------------------------------------------------------
+
+    def partition_of(self, receiver_id: str) -> int:
+        tp = self.app.producer.key_partition(self.names["requests"], receiver_id.encode())
+        return tp.partition
+
+    def owner_url(self, receiver_id: str) -> URL | None:
+        """The web URL of the worker that owns this receiver, or None if unknown."""
+        partition = self.partition_of(receiver_id)
+        if partition in self.ownership.owned:
+            return URL(self.app.conf.canonical_url)
+        changelog = self.topology.actors.changelog_topic.get_topic_name()
+        for url, topics in self.app.router.table_metadata(self.topology.actors.name).items():
+            if partition in topics.get(changelog, ()):
+                return URL(url)
+        return None
+
+    def is_local(self, receiver_id: str) -> bool:
+        return self.partition_of(receiver_id) in self.ownership.owned
+
+    # lifecycle ----------------------------------------------------------------
+
+    async def _wake(self, receiver_id: str, partition: int) -> None:
+        if partition in self.ownership.owned:
+            await self.runner.wake(receiver_id, partition)
+
+    async def _run_timers(self) -> None:
+        await self.timers.run()
+
+    async def _on_shutdown(self, sender: Any = None, **_: Any) -> None:
+        await self.deliverer.close()
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "partitions": sorted(self.ownership.owned),
+            "in_flight": self.deliverer.in_flight,
+            "timers": len(self.timers),
+        }
+
+
+def prepare_data_dir(data_dir: Path) -> None:
+    """Drop local table state unless the last run shut down cleanly.
+
+    After kill -9 the local RocksDB may hold writes whose changelog records
+    were never acked; recovering from the changelog alone keeps every worker's
+    view identical.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    marker = data_dir / CLEAN_MARKER
+    if marker.exists():
+        marker.unlink()
+        return
+    for tables in data_dir.glob("*/tables"):
+        log.warning("unclean shutdown detected: rebuilding %s from the changelog", tables)
+        shutil.rmtree(tables)
+
+
+def run_worker(settings: Settings) -> int:
+    """Run one worker until SIGINT/SIGTERM; return the exit code."""
+    prepare_data_dir(settings.data_dir)
+    dispatcher = Dispatcher(settings)
+    worker = faust.Worker(dispatcher.app, loglevel=settings.log_level.upper(), quiet=True)
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    else:
+        code = 0
+    if code == 0:
+        (settings.data_dir / CLEAN_MARKER).write_bytes(orjson.dumps({"clean": True}))
+    return code

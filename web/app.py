@@ -1,0 +1,31 @@
+"""Web setup in one place: middlewares, routes, the dispatcher handle."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from dispatcher.settings import Settings
+
+from . import api, health
+from .middleware import auth_middleware, errors_middleware
+
+if TYPE_CHECKING:
+    from dispatcher.worker import Dispatcher
+
+DISPATCHER: web.AppKey[Dispatcher] = web.AppKey("dispatcher")
+
+
+def web_middlewares(settings: Settings) -> list[Any]:
+    return [errors_middleware, auth_middleware(settings.api_token)]
+
+
+def setup_web(app: web.Application, dispatcher: Dispatcher) -> None:
+    app[DISPATCHER] = dispatcher
+    app.router.add_get("/healthz", health.healthz)
+    app.router.add_get("/readyz", health.readyz)
+    app.router.add_post("/v1/receivers", api.create_receiver)
+    app.router.add_get("/v1/receivers/{receiver_id}", api.get_receiver)
+    app.router.add_post("/v1/messages", api.send_message)
+    app.router.add_post("/v1/messages/batch", api.send_batch)

@@ -1,0 +1,18 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    from .app import DISPATCHER
+
+    dispatcher = request.app[DISPATCHER]
+    ready = dispatcher.ownership.ready
+    body = {"status": "ready" if ready else "starting", **dispatcher.stats()}
+    return web.json_response(body, status=200 if ready else 503)

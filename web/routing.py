@@ -1,0 +1,51 @@
+"""Answer per-receiver requests on the worker that owns the receiver's partition."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aiohttp import web
+
+from dispatcher.domain.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from dispatcher.worker import Dispatcher
+
+FORWARDED = "x-dispatcher-forwarded"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def owner_routed(handler: Handler) -> Handler:
+    """Run `handler` here if this worker owns `{receiver_id}`, else proxy to the owner."""
+
+    async def routed(request: web.Request) -> web.StreamResponse:
+        from .app import DISPATCHER
+
+        dispatcher = request.app[DISPATCHER]
+        receiver_id = request.match_info["receiver_id"]
+        if dispatcher.is_local(receiver_id):
+            return await handler(request)
+        return await forward_to_owner(dispatcher, request, receiver_id)
+
+    return routed
+
+
+async def forward_to_owner(
+    dispatcher: Dispatcher, request: web.Request, receiver_id: str, body: Any = None
+) -> web.Response:
+    """Proxy `request` (with `body` re-encoded when given) to the receiver's owner."""
+    owner = dispatcher.owner_url(receiver_id)
+    if owner is None or request.headers.get(FORWARDED):
+        # Forwarded here but not ours either: ownership is moving. Never loop.
+        raise InvalidInput(
+            "receiver_id", "the owner of this receiver is moving (rebalance); retry",
+            code="unavailable", status=503,
+        )
+    url = request.url.with_scheme(owner.scheme).with_host(owner.host).with_port(owner.port)
+    headers = {k: v for k, v in request.headers.items() if k.lower() in ("authorization", "content-type")}
+    headers[FORWARDED] = "1"
+    data = orjson.dumps(body) if body is not None else await request.read()
+    async with dispatcher.app.http_client.request(request.method, url, headers=headers, data=data) as resp:
+        return web.Response(status=resp.status, body=await resp.read(), content_type=resp.content_type)
