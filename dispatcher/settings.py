@@ -45,6 +45,9 @@ class Settings:
     heartbeat_interval: float = 1.0
     commit_interval: float = 1.0
     producer_linger: float = 0.0
+    # Upper bound of a consumer's long poll. Real Kafka answers a poll as soon
+    # as data arrives; the embedded broker does not, so `dev` lowers this.
+    fetch_max_wait_ms: int = 500
     standby_replicas: int = 1
 
     @classmethod

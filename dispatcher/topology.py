@@ -12,6 +12,7 @@ from typing import Any
 
 import faust
 
+from .kafka_transport import DispatcherApp
 from .settings import Settings
 
 
@@ -34,7 +35,8 @@ def topic_names(settings: Settings) -> dict[str, str]:
 
 
 def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
-    app = faust.App(settings.app_id, **faust_config(settings, web_middlewares))
+    app = DispatcherApp(settings.app_id, **faust_config(settings, web_middlewares))
+    app.fetch_max_wait_ms = settings.fetch_max_wait_ms
     names = topic_names(settings)
     raw: dict[str, Any] = {
         "key_type": bytes,
@@ -52,8 +54,6 @@ def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
         partitions=settings.partitions,
         key_type=bytes,
         value_type=bytes,
-        key_serializer="raw",
-        value_serializer="raw",
     )
     return Topology(app, requests, commands, dead_letters, actors)
 
@@ -62,6 +62,9 @@ def faust_config(settings: Settings, web_middlewares: list[Any]) -> dict[str, An
     return {
         "broker": settings.broker,
         "store": "rocksdb://",
+        # Everything we store or send is bytes we encoded ourselves (orjson).
+        "key_serializer": "raw",
+        "value_serializer": "raw",
         "datadir": str(settings.data_dir),
         "topic_partitions": settings.partitions,
         "topic_replication_factor": 1,

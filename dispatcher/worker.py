@@ -50,9 +50,11 @@ class Dispatcher:
             self.store, self.deliverer, self.timers, self._send_dead_letter, policy, self.names["requests"]
         )
         self.ownership = Ownership(app, self.names["requests"], self.runner)
+        # internal=True: Faust declares both topics with our partition count
+        # before subscribing (a broker that auto-creates would pick its own).
         source = app.topic(
             self.names["requests"], self.names["commands"],
-            key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
+            key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True,
         )
         register_actor_agent(app, source, self.names["commands"], self.runner)
         self.topology.actors.on_recover(self.ownership.on_recovered)
