@@ -1,0 +1,108 @@
+"""kill -9 workers under steady load: nothing accepted is lost, nothing goes out of order."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import aiohttp
+import pytest
+
+from tests.harness import Api, Receiver, WorkerProcess, first_copies, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+
+RECEIVERS = 40
+KILLS = 5
+
+
+class Load:
+    """Sends batches round-robin to live workers; remembers what got a 202."""
+
+    def __init__(self, workers: list[WorkerProcess], receiver_ids: list[str]) -> None:
+        self.workers = workers
+        self.receiver_ids = receiver_ids
+        self.accepted: dict[str, str] = {}  # msg id -> receiver id
+        self.refused = 0
+        self._n = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await self.send_one_batch()
+            await asyncio.sleep(0.05)
+
+    async def send_one_batch(self) -> None:
+        self._n += 1
+        batch = [
+            {"receiver_id": rid, "event_type": "t.x", "payload": {"n": self._n}, "id": f"m{self._n}-{i}"}
+            for i, rid in enumerate(self.receiver_ids)
+        ]
+        worker = self.workers[self._n % len(self.workers)]
+        api = Api(worker.url)
+        try:
+            status, _ = await asyncio.wait_for(
+                api.call("POST", "/v1/messages/batch", {"messages": batch}), 10
+            )
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            status = 0
+        finally:
+            await api.close()
+        if status == 202:
+            self.accepted.update({m["id"]: m["receiver_id"] for m in batch})
+        else:
+            self.refused += 1
+
+
+async def test_kill9_five_times_loses_nothing_and_keeps_order(make_worker) -> None:
+    rng = random.Random(11)
+    recv = await Receiver().start()
+    workers = [make_worker("a"), make_worker("b")]
+    for w in workers:
+        w.start()
+    for w in workers:
+        await w.wait_ready()
+    api = Api(workers[0].url)
+    names = [f"r{i}" for i in range(RECEIVERS)]
+    rids = [(await api.create_receiver(recv.url(name), id=name))["id"] for name in names]
+    await api.close()
+
+    load = Load(workers, rids)
+    stop = asyncio.Event()
+    sender = asyncio.create_task(load.run(stop))
+    try:
+        for kill in range(KILLS):
+            await asyncio.sleep(rng.uniform(1.0, 4.0))
+            victim = rng.choice(workers)
+            victim.kill9()
+            print(f"\nkill -9 #{kill + 1}: worker {victim.data_dir.name} at {time.time():.1f}", flush=True)
+            await asyncio.sleep(rng.uniform(0.5, 3.0))
+            victim.start()
+            await victim.wait_ready(120)
+        await asyncio.sleep(2)
+    finally:
+        stop.set()
+        await sender
+
+    def delivered_ids() -> set[str]:
+        return {d.msg_id for d in recv.completed}
+
+    await wait_until(lambda: set(load.accepted) <= delivered_ids(), 180, "every accepted message")
+    lost = set(load.accepted) - delivered_ids()
+    duplicates = len(recv.deliveries) - len(first_copies(recv.deliveries))
+    out_of_order = 0
+    for name in names:
+        mine = recv.by_path(name)
+        firsts = first_copies(mine)
+        if [d.seq for d in firsts] != list(range(1, len(firsts) + 1)):
+            out_of_order += 1
+        seq_of = {d.msg_id: d.seq for d in firsts}
+        assert all(seq_of[d.msg_id] == d.seq for d in mine), "a duplicate changed its seq"
+    print(
+        f"\nkill -9 x{KILLS}: accepted={len(load.accepted)} refused_batches={load.refused} "
+        f"lost={len(lost)} out_of_order={out_of_order} duplicates={duplicates}",
+        flush=True,
+    )
+    await recv.stop()
+    assert lost == set()
+    assert out_of_order == 0

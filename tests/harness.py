@@ -1,0 +1,232 @@
+"""Test harness: the embedded broker, worker processes, loopback receivers, API client.
+
+Everything listens on 127.0.0.1; every process is started here and stopped by
+its own PID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from dispatcher.broker import free_port
+
+TOKEN = "test-token"
+
+
+@dataclass
+class WorkerProcess:
+    """One `webhook-dispatcher worker` child process."""
+
+    broker_url: str
+    app_id: str
+    data_dir: Path
+    log_path: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "DISPATCHER_BROKER": self.broker_url,
+            "DISPATCHER_APP_ID": self.app_id,
+            "DISPATCHER_WEB_PORT": str(self.port),
+            "DISPATCHER_DATA_DIR": str(self.data_dir),
+            "DISPATCHER_API_TOKEN": TOKEN,
+            "DISPATCHER_REQUIRE_HTTPS": "false",
+            "DISPATCHER_FETCH_MAX_WAIT_MS": "5",
+            "DISPATCHER_SESSION_TIMEOUT": "6",
+            "DISPATCHER_HEARTBEAT_INTERVAL": "1",
+            "DISPATCHER_RETRY_BASE": "0.05",
+            "DISPATCHER_RETRY_CAP": "0.5",
+            "DISPATCHER_STANDBY_REPLICAS": "0",
+            "DISPATCHER_LOG_LEVEL": "info",
+            **self.extra_env,
+        }
+
+    def start(self) -> WorkerProcess:
+        self.port = self.port or free_port()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "dispatcher", "worker"],
+            env=self.env(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+        log.close()
+        return self
+
+    def kill9(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+    async def wait_ready(self, limit: float = 90.0) -> None:
+        deadline = time.monotonic() + limit
+        async with aiohttp.ClientSession() as session:
+            while time.monotonic() < deadline:
+                assert self.process is not None
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"worker exited {self.process.returncode}; see {self.log_path}")
+                try:
+                    async with session.get(self.url + "/readyz") as resp:
+                        if resp.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.2)
+        raise TimeoutError(f"worker not ready within {limit}s; see {self.log_path}")
+
+
+def new_app_id() -> str:
+    return "t" + uuid.uuid4().hex[:10]
+
+
+@dataclass
+class Delivery:
+    path: str
+    at: float
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def msg_id(self) -> str:
+        return self.headers["webhook-id"]
+
+    @property
+    def seq(self) -> int:
+        return int(self.headers["webhook-sequence"])
+
+
+Behaviour = Callable[[str, Delivery], Awaitable[int]]
+
+
+async def answer_200(path: str, delivery: Delivery) -> int:
+    return 200
+
+
+class Receiver:
+    """A real aiohttp server on 127.0.0.1 recording every request it gets.
+
+    `behaviour(path, delivery)` returns the status to answer (it may sleep).
+    Requests are recorded when they arrive; `completed` counts answered ones.
+    """
+
+    def __init__(self, behaviour: Behaviour = answer_200) -> None:
+        self.behaviour = behaviour
+        self.deliveries: list[Delivery] = []
+        self.completed: list[Delivery] = []
+        self.concurrent = 0
+        self.max_concurrent = 0
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{path}"
+
+    async def start(self) -> Receiver:
+        app = web.Application()
+        app.router.add_post("/{path:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        delivery = Delivery(
+            request.match_info["path"], time.time(),
+            {k.lower(): v for k, v in request.headers.items()}, await request.read(),
+        )
+        self.deliveries.append(delivery)
+        self.concurrent += 1
+        self.max_concurrent = max(self.max_concurrent, self.concurrent)
+        try:
+            status = await self.behaviour(delivery.path, delivery)
+        finally:
+            self.concurrent -= 1
+        self.completed.append(delivery)
+        return web.Response(status=status, text="ok" if status < 300 else "no")
+
+    def by_path(self, path: str) -> list[Delivery]:
+        return [d for d in self.deliveries if d.path == path]
+
+
+class Api:
+    """A small client for the worker's /v1 API."""
+
+    def __init__(self, base_url: str, token: str = TOKEN) -> None:
+        self.base_url = base_url
+        self._session = aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"})
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    async def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = orjson.dumps(body) if body is not None else None
+        async with self._session.request(method, self.base_url + path, data=data) as resp:
+            raw = await resp.read()
+            return resp.status, (orjson.loads(raw) if raw else None)
+
+    async def create_receiver(self, url: str, **extra: Any) -> dict[str, Any]:
+        status, body = await self.call("POST", "/v1/receivers", {"url": url, **extra})
+        assert status == 201, body
+        return body
+
+    async def send_batch(self, messages: list[dict[str, Any]]) -> list[str]:
+        status, body = await self.call("POST", "/v1/messages/batch", {"messages": messages})
+        assert status == 202, body
+        return body["ids"]
+
+
+async def wait_until(predicate: Callable[[], bool], limit: float, what: str, step: float = 0.05) -> None:
+    """Poll `predicate` until true; bounded by `limit` seconds."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await asyncio.sleep(step)
+    raise AssertionError(f"timed out after {limit}s waiting for {what}")
+
+
+def first_copies(deliveries: list[Delivery]) -> list[Delivery]:
+    """Deliveries with later copies of the same webhook-id dropped (at-least-once)."""
+    seen: set[str] = set()
+    out = []
+    for d in deliveries:
+        if d.msg_id not in seen:
+            seen.add(d.msg_id)
+            out.append(d)
+    return out
