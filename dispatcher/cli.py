@@ -60,6 +60,7 @@ def _dev(broker_port: int) -> int:
         "DISPATCHER_REQUIRE_HTTPS": "true" if settings.require_https else "false",
         "DISPATCHER_STANDBY_REPLICAS": os.environ.get("DISPATCHER_STANDBY_REPLICAS", "0"),
         "DISPATCHER_FETCH_MAX_WAIT_MS": os.environ.get("DISPATCHER_FETCH_MAX_WAIT_MS", "5"),
+        "DISPATCHER_PRODUCER_MAX_BATCH_BYTES": os.environ.get("DISPATCHER_PRODUCER_MAX_BATCH_BYTES", "1"),
     }
     worker = subprocess.Popen([sys.executable, "-m", "dispatcher", "worker"], env=env)
     stopping = False

@@ -76,6 +76,7 @@ def faust_config(settings: Settings, web_middlewares: list[Any]) -> dict[str, An
         "broker_commit_interval": settings.commit_interval,
         "producer_linger": settings.producer_linger,
         "producer_acks": -1,
+        "producer_max_batch_size": settings.producer_max_batch_bytes,
         "web_host": settings.web_host,
         "web_port": settings.web_port,
         "web_bind": settings.web_host,

@@ -53,6 +53,7 @@ class WorkerProcess:
             "DISPATCHER_API_TOKEN": TOKEN,
             "DISPATCHER_REQUIRE_HTTPS": "false",
             "DISPATCHER_FETCH_MAX_WAIT_MS": "5",
+            "DISPATCHER_PRODUCER_MAX_BATCH_BYTES": "1",
             "DISPATCHER_SESSION_TIMEOUT": "6",
             "DISPATCHER_HEARTBEAT_INTERVAL": "1",
             "DISPATCHER_RETRY_BASE": "0.05",
