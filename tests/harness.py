@@ -38,6 +38,7 @@ class WorkerProcess:
     extra_env: dict[str, str] = field(default_factory=dict)
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
+    ready_statuses: list[int] = field(default_factory=list)  # /readyz answers while starting
 
     @property
     def url(self) -> str:
@@ -98,6 +99,7 @@ class WorkerProcess:
                     raise RuntimeError(f"worker exited {self.process.returncode}; see {self.log_path}")
                 try:
                     async with session.get(self.url + "/readyz") as resp:
+                        self.ready_statuses.append(resp.status)
                         if resp.status == 200:
                             return
                 except aiohttp.ClientError:

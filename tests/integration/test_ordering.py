@@ -70,6 +70,8 @@ async def test_slow_receiver_does_not_hold_up_its_partition(make_worker) -> None
     recv = await Receiver(behaviour).start()
     worker = make_worker(DISPATCHER_PARTITIONS="1").start()
     await worker.wait_ready()
+    # The web server answers before partitions are assigned: not ready until then.
+    assert 503 in worker.ready_statuses and worker.ready_statuses[-1] == 200
     api = Api(worker.url)
     try:
         slow = (await api.create_receiver(recv.url("slow")))["id"]
