@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import logging
 import time
 from collections.abc import Awaitable, Callable
+
+log = logging.getLogger(__name__)
 
 
 class WakeTimers:
@@ -48,12 +51,19 @@ class WakeTimers:
                 fired.append((rid, partition))
         return fired
 
+    async def _fire_safely(self, receiver_id: str, partition: int) -> None:
+        # One receiver's failure must not end the loop that retries all the others.
+        try:
+            await self._fire(receiver_id, partition)
+        except Exception:
+            log.exception("wake-up failed receiver_id=%s partition=%d", receiver_id, partition)
+
     async def run(self, max_sleep: float = 0.5) -> None:
         """Fire due wake-ups until cancelled."""
         while True:
             if not self.paused:
                 for rid, partition in self.pop_due(self._clock()):
-                    await self._fire(rid, partition)
+                    await self._fire_safely(rid, partition)
             delay = max_sleep
             if self._heap:
                 delay = min(max_sleep, max(0.0, self._heap[0][0] - self._clock()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,28 @@ def test_wake_timers_drop_revoked_partitions() -> None:
         timers.schedule(f"r{i}", i % 3, float(i))
     timers.drop_partitions({1})
     assert [rid for rid, _ in timers.pop_due(100.0)] == ["r0", "r2", "r3", "r5"]
+
+
+async def test_a_failing_wake_up_does_not_stop_the_others() -> None:
+    fired: list[str] = []
+    good_fired = asyncio.Event()
+
+    async def fire(rid: str, partition: int) -> None:
+        fired.append(rid)
+        if rid == "bad":
+            raise RuntimeError("corrupt state")
+        good_fired.set()
+
+    timers = WakeTimers(fire, clock=lambda: 1e9)  # everything is due at once
+    timers.schedule("bad", 0, 1.0)
+    timers.schedule("good", 0, 2.0)
+    task = asyncio.create_task(timers.run(max_sleep=0.01))
+    try:
+        await asyncio.wait_for(good_fired.wait(), timeout=5)
+        assert not task.done(), "the loop ended"
+    finally:
+        task.cancel()
+    assert fired == ["bad", "good"]
 
 
 def test_settings_from_env() -> None:
