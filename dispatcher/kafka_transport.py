@@ -1,4 +1,4 @@
-"""Faust's aiokafka transport with a configurable consumer fetch wait.
+"""Faust's aiokafka transport: configurable fetch wait, and a producer flush that drains.
 
 Faust hardcodes `fetch_max_wait_ms=1500`. A broker that does not answer a
 pending fetch as soon as data arrives (the embedded Tansu broker) turns that
@@ -12,6 +12,7 @@ from typing import Any
 
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.transport.producer import ProducerBuffer
 
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
@@ -27,8 +28,33 @@ class _Consumer(faust_aiokafka.Consumer):
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
 
+class _DrainingBuffer(ProducerBuffer):
+    """Faust's buffer of table changelog sends, with a flush that really drains.
+
+    Faust's `flush()` gives up after one 100 ms wait without a send, and the
+    consumer then commits offsets whose changelog writes are still buffered; a
+    kill -9 at that moment loses state of records that will not be re-read.
+    Offsets must never be committed ahead of the writes they caused.
+    """
+
+    async def flush(self) -> None:
+        while self.size:
+            if self.state != "running":
+                raise RuntimeError("Cannot flush: producer not running")
+            await self.flush_atmost(self.size)
+
+
+class _Producer(faust_aiokafka.Producer):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        buffer = _DrainingBuffer(loop=self.loop, beacon=self.beacon)
+        buffer.app = self.buffer.app
+        self.buffer = buffer
+
+
 class _Transport(faust_aiokafka.Transport):
     Consumer = _Consumer
+    Producer = _Producer
 
 
 class DispatcherApp(faust.App):
@@ -38,3 +64,6 @@ class DispatcherApp(faust.App):
 
     def _new_transport(self) -> Any:
         return _Transport(self.conf.broker_consumer, self)
+
+    def _new_producer_transport(self) -> Any:
+        return _Transport(self.conf.broker_producer, self)
