@@ -8,6 +8,8 @@ one such hop. Real Kafka answers early, so a short wait only costs idle polls.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import faust
@@ -34,14 +36,27 @@ class _DrainingBuffer(ProducerBuffer):
     Faust's `flush()` gives up after one 100 ms wait without a send, and the
     consumer then commits offsets whose changelog writes are still buffered; a
     kill -9 at that moment loses state of records that will not be re-read.
-    Offsets must never be committed ahead of the writes they caused.
+    Offsets must never be committed ahead of the writes they caused, so the
+    flush also waits for a send already taken off the queue but not yet handed
+    to aiokafka (whose own flush follows this one).
     """
 
+    _sending: int = 0
+
+    async def _send_pending(self, fut: Any) -> None:
+        self._sending += 1
+        try:
+            await super()._send_pending(fut)
+        finally:
+            self._sending -= 1
+
     async def flush(self) -> None:
-        while self.size:
+        while self.size or self._sending:
             if self.state != "running":
                 raise RuntimeError("Cannot flush: producer not running")
-            await self.flush_atmost(self.size)
+            self.message_sent.clear()  # set by Faust after every completed send
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.message_sent.wait(), timeout=0.1)
 
 
 class _Producer(faust_aiokafka.Producer):
@@ -58,7 +73,7 @@ class _Transport(faust_aiokafka.Transport):
 
 
 class DispatcherApp(faust.App):
-    """A Faust app whose consumer fetch wait is a setting."""
+    """A Faust app on the transport above; its consumer fetch wait is a setting."""
 
     fetch_max_wait_ms: int = 1500
 
