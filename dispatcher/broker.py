@@ -8,6 +8,15 @@ import subprocess
 import time
 from dataclasses import dataclass
 
+# Worker settings the embedded broker needs (see docs/architecture.md): it does
+# not answer a pending fetch early, and it reports a partition's end as the last
+# batch's base offset + 1. Used by `dev` and the tests; the environment overrides.
+EMBEDDED_BROKER_SETTINGS = {
+    "DISPATCHER_FETCH_MAX_WAIT_MS": "5",
+    "DISPATCHER_PRODUCER_MAX_BATCH_BYTES": "1",
+    "DISPATCHER_STANDBY_REPLICAS": "0",
+}
+
 
 class BrokerError(RuntimeError):
     pass

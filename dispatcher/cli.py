@@ -12,7 +12,7 @@ import sys
 import time
 import urllib.request
 
-from .broker import EmbeddedBroker, free_port
+from .broker import EMBEDDED_BROKER_SETTINGS, EmbeddedBroker, free_port
 from .settings import Settings, SettingsError
 
 
@@ -53,14 +53,12 @@ def _dev(broker_port: int) -> int:
     data_dir.mkdir(parents=True)
     broker = EmbeddedBroker(broker_port or free_port()).start(str(data_dir / "broker.log"))
     env = {
+        **EMBEDDED_BROKER_SETTINGS,
         **os.environ,
         "DISPATCHER_BROKER": broker.url,
         "DISPATCHER_API_TOKEN": token,
         "DISPATCHER_DATA_DIR": str(data_dir),
         "DISPATCHER_REQUIRE_HTTPS": "true" if settings.require_https else "false",
-        "DISPATCHER_STANDBY_REPLICAS": os.environ.get("DISPATCHER_STANDBY_REPLICAS", "0"),
-        "DISPATCHER_FETCH_MAX_WAIT_MS": os.environ.get("DISPATCHER_FETCH_MAX_WAIT_MS", "5"),
-        "DISPATCHER_PRODUCER_MAX_BATCH_BYTES": os.environ.get("DISPATCHER_PRODUCER_MAX_BATCH_BYTES", "1"),
     }
     worker = subprocess.Popen([sys.executable, "-m", "dispatcher", "worker"], env=env)
     stopping = False

@@ -22,7 +22,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from dispatcher.broker import free_port
+from dispatcher.broker import EMBEDDED_BROKER_SETTINGS, free_port
 
 TOKEN = "test-token"
 
@@ -47,19 +47,17 @@ class WorkerProcess:
     def env(self) -> dict[str, str]:
         return {
             **os.environ,
+            **EMBEDDED_BROKER_SETTINGS,
             "DISPATCHER_BROKER": self.broker_url,
             "DISPATCHER_APP_ID": self.app_id,
             "DISPATCHER_WEB_PORT": str(self.port),
             "DISPATCHER_DATA_DIR": str(self.data_dir),
             "DISPATCHER_API_TOKEN": TOKEN,
             "DISPATCHER_REQUIRE_HTTPS": "false",
-            "DISPATCHER_FETCH_MAX_WAIT_MS": "5",
-            "DISPATCHER_PRODUCER_MAX_BATCH_BYTES": "1",
             "DISPATCHER_SESSION_TIMEOUT": "6",
             "DISPATCHER_HEARTBEAT_INTERVAL": "1",
             "DISPATCHER_RETRY_BASE": "0.05",
             "DISPATCHER_RETRY_CAP": "0.5",
-            "DISPATCHER_STANDBY_REPLICAS": "0",
             "DISPATCHER_LOG_LEVEL": "info",
             **self.extra_env,
         }
