@@ -1,8 +1,8 @@
 """Where the actor's effects become I/O: table writes, deliveries, timers, dead letters.
 
-`handle` runs inside the stream iteration of the receiver's partition: it may
-write the table. `wake` runs from a timer, outside the stream: it may only
-start deliveries and schedule timers, which is all a Wake ever decides.
+`handle` runs inside the stream iteration of the receiver's partition: it is
+the only writer of the receiver's entries. After every command the receiver's
+timer is set from its new state, so the timer wheel mirrors the table.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from typing import Any
 
 import orjson
@@ -18,8 +19,8 @@ import orjson
 from .actor_store import ActorStore
 from .deliverer import Deliverer
 from .domain import actor
-from .domain.actor import Command, Effect, Policy, ReceiverState
-from .timers import WakeTimers
+from .domain.actor import Command, Effect, Facts, Policy, ReceiverState
+from .timers import PartitionTimers
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class ActorRunner:
         self,
         store: ActorStore,
         deliverer: Deliverer,
-        timers: WakeTimers,
+        timers: PartitionTimers,
         send_dead_letter: SendDeadLetter,
         policy: Policy,
         requests_topic: str,
@@ -49,17 +50,24 @@ class ActorRunner:
         """Apply one command from the stream (the only writer of this receiver)."""
         now = self.clock()
         state = self.store.load(receiver_id)
-        new_state, effects = actor.decide(state, command, now, self.policy, random.random())
+        if isinstance(command, actor.Wake) and state and 0 < state.dedup_sweep_at <= now:
+            command = actor.Wake(self.store.sweep_dedup(receiver_id, partition, now))
+        store = self.store
+        facts = Facts(
+            now,
+            random.random(),
+            self.deliverer.busy(receiver_id),
+            lambda seq: store.accepted_at(receiver_id, seq),
+        )
+        new_state, effects = actor.decide(state, command, facts, self.policy)
         for effect in effects:
             await self._run(receiver_id, partition, new_state, effect)
+        if new_state is not None:
+            self.set_timer(new_state, partition)
 
-    async def wake(self, receiver_id: str, partition: int) -> None:
-        """A timer fired: start the head's next attempt if it is due."""
-        state = self.store.load(receiver_id)
-        _, effects = actor.decide(state, actor.Wake(), self.clock(), self.policy)
-        for effect in effects:
-            assert isinstance(effect, (actor.Deliver, actor.ScheduleWake, actor.Ignored)), effect
-            await self._run(receiver_id, partition, state, effect)
+    def set_timer(self, state: ReceiverState, partition: int) -> None:
+        busy = self.deliverer.busy(state.receiver_id)
+        self.timers.set(state.receiver_id, partition, actor.next_wake(state, self.policy, busy))
 
     async def _run(
         self, receiver_id: str, partition: int, state: ReceiverState | None, effect: Effect
@@ -77,23 +85,52 @@ class ActorRunner:
             case actor.Deliver(seq, attempt):
                 assert state is not None
                 self._deliver(state, partition, seq, attempt)
-            case actor.ScheduleWake(at):
-                self.timers.schedule(receiver_id, partition, at)
+            case actor.Probe(number):
+                assert state is not None
+                self.deliverer.start_probe(receiver_id, partition, state.config, number)
+            case actor.DeadLetterHead():
+                await self._dead_letter_head(receiver_id, effect)
+            case actor.TrimDeadLetters(keep):
+                self.store.trim_dead_letters(receiver_id, partition, keep)
+            case actor.LogAttempt():
+                self.store.log_attempt(receiver_id, effect.number, effect.keep, attempt_record(effect))
             case actor.DeadLetter():
                 await self.dead_letter(receiver_id, effect)
             case actor.Ignored(reason, msg_id, seq):
                 log.debug("ignored receiver_id=%s msg_id=%s seq=%s: %s", receiver_id, msg_id, seq, reason)
 
     def _deliver(self, state: ReceiverState, partition: int, seq: int, attempt: int) -> None:
-        if self.deliverer.busy(state.receiver_id):
-            return
         entry = self.store.get_backlog(state.receiver_id, seq)
-        if entry is None:
+        if entry is None:  # the actor dead-letters a missing head on its next step
             log.error("backlog entry missing receiver_id=%s seq=%d", state.receiver_id, seq)
             return
         self.deliverer.start(state.receiver_id, partition, state.config, entry, attempt)
 
+    async def _dead_letter_head(self, receiver_id: str, effect: actor.DeadLetterHead) -> None:
+        """Record a message that will not be delivered: topic first, then the table."""
+        entry = self.store.get_backlog(receiver_id, effect.seq) or {"id": "", "seq": effect.seq}
+        record = {
+            "receiver_id": receiver_id,
+            "seq": effect.seq,
+            "msg_id": entry["id"],
+            "reason": effect.reason,
+            "detail": effect.detail,
+            "attempts": effect.attempts,
+            "last_status": effect.last_status,
+            "last_error": effect.last_error,
+            "at": self.clock(),
+            "message": {k: entry.get(k) for k in ("type", "data", "headers", "accepted_at", "replay_of")},
+        }
+        raw = orjson.dumps(record)
+        log.warning(
+            "dead-lettered msg_id=%s receiver_id=%s seq=%d attempt=%d reason=%s %s",
+            entry["id"], receiver_id, effect.seq, effect.attempts, effect.reason, effect.detail,
+        )
+        await self._send_dead_letter(receiver_id, raw)
+        self.store.put_dead_letter(receiver_id, effect.seq, raw)
+
     async def dead_letter(self, receiver_id: str, effect: actor.DeadLetter, raw: bytes = b"") -> None:
+        """A record that never got a seq: it goes to the dead-letter topic only."""
         record: dict[str, Any] = {
             "receiver_id": receiver_id,
             "msg_id": effect.msg_id,
@@ -109,3 +146,9 @@ class ActorRunner:
             effect.msg_id, receiver_id, effect.seq, effect.reason, effect.detail,
         )
         await self._send_dead_letter(receiver_id, orjson.dumps(record))
+
+
+def attempt_record(effect: actor.LogAttempt) -> bytes:
+    outcome = asdict(effect.outcome)
+    del outcome["token"]
+    return orjson.dumps({"number": effect.number, "kind": effect.kind, "attempt": effect.attempt, **outcome})

@@ -1,8 +1,8 @@
-"""Typed access to the actor table (state, backlog and dedup entries).
+"""Typed access to the actor table: state, backlog, dedup, dead letters, attempt log.
 
 Writes must run inside the stream iteration of the receiver's partition (Faust
 sends the changelog record to the partition of the current event). Reads work
-anywhere on the owning worker.
+anywhere on the owning worker; scans read the partition's RocksDB directly.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ class ActorStore:
     def __init__(self, table: Any) -> None:
         self._table = table
 
+    # state and backlog ---------------------------------------------------------
+
     def load(self, receiver_id: str) -> ReceiverState | None:
         raw = self._table.data.get(keys.state_key(receiver_id))
         return None if raw is None else ReceiverState.from_bytes(raw)
@@ -35,8 +37,19 @@ class ActorStore:
         raw = self._table.data.get(keys.backlog_key(receiver_id, seq))
         return None if raw is None else orjson.loads(raw)
 
+    def accepted_at(self, receiver_id: str, seq: int) -> float | None:
+        entry = self.get_backlog(receiver_id, seq)
+        return None if entry is None else float(entry["accepted_at"])
+
     def delete_backlog(self, receiver_id: str, seq: int) -> None:
         del self._table[keys.backlog_key(receiver_id, seq)]
+
+    def states_in_partition(self, partition: int) -> Iterator[ReceiverState]:
+        """Every receiver state stored in one local partition (for rebuilding timers)."""
+        for _, value in self._scan(partition, keys.STATE):
+            yield ReceiverState.from_bytes(value)
+
+    # dedup -------------------------------------------------------------------------
 
     def seen_seq(self, receiver_id: str, msg_id: str, now: float) -> int | None:
         """The seq a message id got within the dedup window, if any."""
@@ -47,13 +60,70 @@ class ActorStore:
         return entry["seq"] if entry["exp"] > now else None
 
     def remember_id(self, receiver_id: str, msg_id: str, seq: int, expires_at: float) -> None:
-        value = orjson.dumps({"seq": seq, "exp": expires_at})
-        self._table[keys.dedup_key(receiver_id, msg_id)] = value
+        self._table[keys.dedup_key(receiver_id, msg_id)] = orjson.dumps({"seq": seq, "exp": expires_at})
+        self._table[keys.numbered_key(keys.DEDUP_ORDER, receiver_id, seq)] = msg_id.encode()
 
-    def states_in_partition(self, partition: int) -> Iterator[ReceiverState]:
-        """Every receiver state stored in one local partition (for rebuilding timers)."""
-        db = self._table.data._db_for_partition(partition)  # Faust has no public per-partition scan
-        for key, value in db.items(from_key=keys.STATE):
-            if not key.startswith(keys.STATE):
+    def sweep_dedup(self, receiver_id: str, partition: int, now: float, limit: int = 1000) -> float:
+        """Delete expired dedup entries, oldest seq first; return the next expiry (0: none left).
+
+        Entries expire in seq order (each expires a fixed window after intake),
+        so the sweep stops at the first live one.
+        """
+        entries = list(self._scan(partition, keys.prefix(keys.DEDUP_ORDER, receiver_id), limit + 1))
+        for swept, (key, msg_id) in enumerate(entries):
+            dedup_key = keys.dedup_key(receiver_id, msg_id.decode())
+            raw = self._table.data.get(dedup_key)
+            entry = orjson.loads(raw) if raw is not None else None
+            if entry is not None and entry["seq"] == keys.number_of(key) and entry["exp"] > now:
+                return float(entry["exp"])
+            if swept == limit:
+                return now  # more to do: come back at once
+            if entry is not None and entry["seq"] == keys.number_of(key):
+                del self._table[dedup_key]
+            del self._table[key]
+        return 0.0
+
+    # dead letters ------------------------------------------------------------------
+
+    def put_dead_letter(self, receiver_id: str, seq: int, record: bytes) -> None:
+        self._table[keys.numbered_key(keys.DEAD, receiver_id, seq)] = record
+
+    def trim_dead_letters(self, receiver_id: str, partition: int, keep: int) -> None:
+        entries = [key for key, _ in self._scan(partition, keys.prefix(keys.DEAD, receiver_id))]
+        for key in entries[: max(0, len(entries) - keep)]:
+            del self._table[key]
+
+    def dead_letters(
+        self, receiver_id: str, partition: int, after_seq: int = 0, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        start = keys.numbered_key(keys.DEAD, receiver_id, after_seq + 1)
+        found = self._scan(partition, keys.prefix(keys.DEAD, receiver_id), limit, start)
+        return [orjson.loads(value) for _, value in found]
+
+    # attempt log --------------------------------------------------------------------
+
+    def log_attempt(self, receiver_id: str, number: int, keep: int, record: bytes) -> None:
+        self._table[keys.numbered_key(keys.ATTEMPT, receiver_id, number)] = record
+        if number > keep:
+            del self._table[keys.numbered_key(keys.ATTEMPT, receiver_id, number - keep)]
+
+    def attempts(self, receiver_id: str, newest: int, limit: int) -> list[dict[str, Any]]:
+        """Up to `limit` attempts, newest first, counting down from attempt `newest`."""
+        out = []
+        for number in range(newest, max(0, newest - limit), -1):
+            raw = self._table.data.get(keys.numbered_key(keys.ATTEMPT, receiver_id, number))
+            if raw is None:
                 break
-            yield ReceiverState.from_bytes(value)
+            out.append(orjson.loads(raw))
+        return out
+
+    # scans -------------------------------------------------------------------------
+
+    def _scan(
+        self, partition: int, prefix: bytes, limit: int | None = None, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        db = self._table.data._db_for_partition(partition)  # Faust has no public per-partition scan
+        for count, (key, value) in enumerate(db.items(from_key=start or prefix)):
+            if not key.startswith(prefix) or (limit is not None and count >= limit):
+                return
+            yield key, value

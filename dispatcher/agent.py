@@ -14,7 +14,7 @@ from typing import Any
 from .actor_runner import ActorRunner
 from .domain import actor
 from .domain.errors import InvalidInput
-from .domain.records import Message, decode_command, decode_request
+from .domain.records import Message, ReceiverControl, decode_command, decode_request
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +33,13 @@ async def _apply(event: Any, commands_topic: str, runner: ActorRunner) -> None:
     try:
         if msg.topic == commands_topic:
             outcome = decode_command(event.value)
+            if outcome is None:
+                await runner.handle(receiver_id, msg.partition, actor.Wake())
+                return
             runner.deliverer.release(receiver_id, outcome.token)
             await runner.handle(receiver_id, msg.partition, actor.Result(outcome))
         else:
-            await runner.handle(receiver_id, msg.partition, _request_command(runner, event))
+            await runner.handle(receiver_id, msg.partition, _request_command(runner, receiver_id, event))
     except InvalidInput as exc:
         await _reject(runner, receiver_id, event, exc.code, exc.field + ": " + exc.message)
     except Exception as exc:
@@ -44,11 +47,12 @@ async def _apply(event: Any, commands_topic: str, runner: ActorRunner) -> None:
         await _reject(runner, receiver_id, event, "internal_error", f"{type(exc).__name__}: {exc}")
 
 
-def _request_command(runner: ActorRunner, event: Any) -> actor.Command:
+def _request_command(runner: ActorRunner, receiver_id: str, event: Any) -> actor.Command:
     msg = event.message
-    receiver_id = (event.key or b"").decode("utf-8")
     fallback_id = f"kafka_{msg.partition}_{msg.offset}"
     record = decode_request(receiver_id, event.value or b"", fallback_id, msg.timestamp)
+    if isinstance(record, ReceiverControl):
+        return actor.Control(record.action, record.reason)
     if not isinstance(record, Message):
         return actor.Configure(record)
     seen = runner.store.seen_seq(receiver_id, record.id, runner.clock())

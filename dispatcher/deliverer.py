@@ -13,11 +13,12 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from .domain.ids import new_id
 from .domain.records import Outcome, ReceiverConfig
-from .domain.webhook import build_body, build_headers
+from .domain.webhook import build_body, build_headers, build_ping, build_ping_headers
 from .transport import DeliveryError, Transport, cancel_quietly
 
 log = logging.getLogger(__name__)
@@ -62,16 +63,33 @@ class Deliverer:
         """Start one attempt of `entry` unless the receiver already has one in flight."""
         if receiver_id in self._inflight:
             return
-        self._counter += 1
-        token = f"{self._incarnation}-{self._counter}"
+        token = self._next_token()
         task = asyncio.create_task(self._attempt(receiver_id, token, config, entry, attempt))
         self._inflight[receiver_id] = InFlight(token, partition, task)
+
+    def start_probe(self, receiver_id: str, partition: int, config: ReceiverConfig, number: int) -> None:
+        """Send a `webhook.ping` in the receiver's one slot (its circuit is open)."""
+        if receiver_id in self._inflight:
+            return
+        token = self._next_token()
+        task = asyncio.create_task(self._probe(receiver_id, token, config, number))
+        self._inflight[receiver_id] = InFlight(token, partition, task)
+
+    async def ping(self, receiver_id: str, config: ReceiverConfig) -> Outcome:
+        """A ping asked for through the API: posted now, outside the receiver's slot."""
+        async with self._slots:
+            outcome = await self._post_ping(receiver_id, "manual", config)
+        return replace(outcome, manual=True)
 
     def release(self, receiver_id: str, token: str) -> None:
         """The actor has the outcome of `token`; the receiver may get its next attempt."""
         current = self._inflight.get(receiver_id)
         if current is not None and current.token == token:
             del self._inflight[receiver_id]
+
+    def _next_token(self) -> str:
+        self._counter += 1
+        return f"{self._incarnation}-{self._counter}"
 
     async def drop_partitions(self, partitions: set[int]) -> None:
         """Cancel attempts of receivers whose partition this worker no longer owns."""
@@ -97,26 +115,56 @@ class Deliverer:
                 entry["id"], receiver_id, entry["seq"], attempt,
             )
 
+    async def _probe(self, receiver_id: str, token: str, config: ReceiverConfig, number: int) -> None:
+        async with self._slots:
+            outcome = await self._post_ping(receiver_id, token, config)
+        log.info(
+            "probe receiver_id=%s number=%d status=%s error=%s",
+            receiver_id, number, outcome.status, outcome.error,
+        )
+        try:
+            await self._send_outcome(receiver_id, outcome)
+        except Exception:
+            log.exception("could not report probe receiver_id=%s number=%d", receiver_id, number)
+
+    async def _post_ping(self, receiver_id: str, token: str, config: ReceiverConfig) -> Outcome:
+        started = self._clock()
+        ping_id = new_id("ping")
+        body = build_ping(receiver_id, started)
+        headers = build_ping_headers(config.secret, ping_id, body, int(started))
+        outcome = await self._timed_post(token, config, headers, body, 0, ping_id)
+        return replace(outcome, probe=True)
+
     async def _post(self, token: str, config: ReceiverConfig, entry: dict[str, Any]) -> Outcome:
+        try:
+            body = build_body(entry)
+            headers = build_headers(config.secret, entry, body, int(self._clock()), config.headers)
+        except Exception as exc:
+            log.exception("cannot build request msg_id=%s seq=%s", entry.get("id"), entry.get("seq"))
+            error = f"internal: {exc}"
+            return Outcome(entry["seq"], entry["id"], token, False, None, error, 0.0, self._clock())
+        return await self._timed_post(token, config, headers, body, entry["seq"], entry["id"])
+
+    async def _timed_post(
+        self, token: str, config: ReceiverConfig, headers: dict[str, str], body: bytes, seq: int, msg_id: str
+    ) -> Outcome:
         started = self._clock()
         status: int | None = None
         error: str | None = None
         prefix = b""
-        headers: dict[str, str] = {}
+        resp_headers: dict[str, str] = {}
         try:
-            body = build_body(entry)
-            req_headers = build_headers(config.secret, entry, body, int(started), config.headers)
-            resp = await self._transport.post(config.url, req_headers, body)
-            status, headers, prefix = resp.status, resp.headers, resp.body_prefix
+            resp = await self._transport.post(config.url, headers, body)
+            status, resp_headers, prefix = resp.status, resp.headers, resp.body_prefix
         except DeliveryError as exc:
             error = str(exc)
         except Exception as exc:
-            log.exception("delivery failed msg_id=%s", entry.get("id"))
+            log.exception("delivery failed msg_id=%s seq=%s", msg_id, seq)
             error = f"internal: {type(exc).__name__}: {exc}"
         finished = self._clock()
         return Outcome(
-            seq=entry["seq"],
-            msg_id=entry["id"],
+            seq=seq,
+            msg_id=msg_id,
             token=token,
             ok=status is not None and 200 <= status < 300,
             status=status,
@@ -124,7 +172,7 @@ class Deliverer:
             latency_ms=(finished - started) * 1000,
             at=finished,
             body_prefix=prefix[:1024].decode("utf-8", "replace"),
-            headers=headers,
+            headers=resp_headers,
         )
 
 

@@ -3,8 +3,8 @@
 On revocation the timers pause (nothing is posted for a partition that may be
 leaving). When recovery completes, partitions lost since the last assignment
 drop their timers and in-flight attempts; partitions gained are scanned and
-every receiver with a backlog is woken, so deliveries resume where the last
-owner's changelog left them.
+their timer wheels are rebuilt from the receivers' states, so retries, probes
+and expiries resume where the last owner's changelog left them.
 """
 
 from __future__ import annotations
@@ -43,14 +43,15 @@ class Ownership:
         self.recovered = True
         self._runner.timers.paused = False
         log.info(
-            "partitions owned=%s gained=%s lost=%s receivers woken=%d",
+            "partitions owned=%s gained=%s lost=%s timers rebuilt=%d",
             sorted(actives), sorted(gained), sorted(lost), woken,
         )
 
     def _wake_partition(self, partition: int) -> int:
-        woken = 0
+        """Rebuild the partition's timer wheel from the receivers' states."""
+        self._runner.timers.drop_partitions({partition})
+        timers = 0
         for state in self._runner.store.states_in_partition(partition):
-            if state.head is not None:
-                self._runner.timers.schedule(state.receiver_id, partition, state.next_attempt_at)
-                woken += 1
-        return woken
+            self._runner.set_timer(state, partition)
+            timers += self._runner.timers.due_at(state.receiver_id, partition) is not None
+        return timers

@@ -8,6 +8,11 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .domain.actor import Policy
+from .domain.breaker import BreakerPolicy
+from .domain.errors import InvalidInput
+from .domain.retry import RetryPolicy, parse_schedule
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -33,8 +38,23 @@ class Settings:
     connect_timeout: float = 5.0
     response_cap: int = 64 * 1024
     max_in_flight: int = 512
-    retry_base: float = 0.5
-    retry_cap: float = 60.0
+    # retries: a comma-separated schedule of delays after each failure, or
+    # "exponential" (retry_base x 2^(n-1) with full jitter, capped at retry_cap)
+    retry_schedule: str = "5s,5m,30m,2h,5h,10h,10h,14h,20h,24h"
+    retry_base: float = 5.0
+    retry_cap: float = 86400.0
+    max_attempts: int = 0  # 0: one more than the schedule's length
+    max_age: float = 3 * 86400.0
+    # circuit breaker and offline receivers
+    breaker_failures: int = 5
+    breaker_window: int = 20
+    breaker_ratio: float = 0.5
+    probe_base: float = 5.0
+    probe_cap: float = 300.0
+    disable_after: float = 5 * 86400.0
+    attempt_log: int = 50
+    dead_letters_keep: int = 10_000
+    timer_resolution: float = 0.01
     # intake
     max_payload: int = 256 * 1024
     max_batch: int = 1000
@@ -66,6 +86,27 @@ class Settings:
             if raw is not None:
                 values[f.name] = _convert(f.name, raw, getattr(base, f.name))
         return replace(base, **values)
+
+    def policy(self) -> Policy:
+        """The actor's default policy; a receiver's `retry` object overrides its part."""
+        try:
+            schedule = parse_schedule(self.retry_schedule, "DISPATCHER_RETRY_SCHEDULE")
+        except InvalidInput as exc:
+            raise SettingsError(f"{exc.field}: {exc.message}") from exc
+        default_attempts = len(schedule) + 1 if schedule else 20
+        retry = RetryPolicy(
+            schedule=schedule,
+            base=self.retry_base,
+            cap=self.retry_cap,
+            max_attempts=self.max_attempts or default_attempts,
+            max_age=self.max_age,
+        )
+        breaker = BreakerPolicy(
+            self.breaker_failures, self.breaker_window, self.breaker_ratio, self.probe_base, self.probe_cap
+        )
+        return Policy(
+            retry, breaker, self.dedup_window, self.disable_after, self.dead_letters_keep, self.attempt_log
+        )
 
 
 def _convert(name: str, raw: str, current: Any) -> Any:

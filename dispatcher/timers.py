@@ -1,62 +1,80 @@
-"""Wake-ups of receivers whose head message is due for another attempt.
+"""One timing wheel per owned partition, and the loop that fires them.
 
-Only the due time is in memory; it is rebuilt from the table when a partition
-is assigned, so nothing is lost with the process.
+A wheel holds at most one timer per receiver: the time its state says it next
+needs the actor (`actor.next_wake`). Only that time is in memory; a wheel is
+rebuilt from the table when its partition is assigned and dropped when the
+partition goes, so nothing is lost with the process. Firing a timer does not
+touch the table: it hands the receiver id to `fire`, which sends a wake
+command through the partition's stream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from .domain.wheel import TimingWheel
+
 log = logging.getLogger(__name__)
 
+Fire = Callable[[str, int], Awaitable[None]]
 
-class WakeTimers:
-    def __init__(self, fire: Callable[[str, int], Awaitable[None]], clock: Callable[[], float] = time.time):
+
+class PartitionTimers:
+    def __init__(self, fire: Fire, resolution: float = 0.01, clock: Callable[[], float] = time.time):
         self._fire = fire
         self._clock = clock
-        self._heap: list[tuple[float, str, int]] = []
-        self._due: dict[str, float] = {}
+        self._resolution = resolution
+        self._wheels: dict[int, TimingWheel[str]] = {}
         self._changed = asyncio.Event()
-        self.paused = False
-
-    def schedule(self, receiver_id: str, partition: int, at: float) -> None:
-        """Wake `receiver_id` at `at`; an earlier pending wake-up wins."""
-        current = self._due.get(receiver_id)
-        if current is not None and current <= at:
-            return
-        self._due[receiver_id] = at
-        heapq.heappush(self._heap, (at, receiver_id, partition))
-        self._changed.set()
-
-    def drop_partitions(self, partitions: set[int]) -> None:
-        self._heap = [e for e in self._heap if e[2] not in partitions]
-        heapq.heapify(self._heap)
-        self._due = {rid: at for at, rid, _ in self._heap}
+        self.paused = False  # during a rebalance nothing fires
 
     def __len__(self) -> int:
-        return len(self._due)
+        return sum(len(w) for w in self._wheels.values())
+
+    def wheel(self, partition: int) -> TimingWheel[str]:
+        wheel = self._wheels.get(partition)
+        if wheel is None:
+            wheel = self._wheels[partition] = TimingWheel(self._clock(), self._resolution)
+        return wheel
+
+    def set(self, receiver_id: str, partition: int, at: float | None) -> None:
+        """Wake `receiver_id` at `at` (replacing its timer); None cancels it."""
+        wheel = self.wheel(partition)
+        if at is None:
+            wheel.cancel(receiver_id)
+            return
+        if wheel.due_at(receiver_id) == at:
+            return
+        wheel.schedule(receiver_id, at)
+        self._changed.set()
+
+    def due_at(self, receiver_id: str, partition: int) -> float | None:
+        wheel = self._wheels.get(partition)
+        return None if wheel is None else wheel.due_at(receiver_id)
+
+    def drop_partitions(self, partitions: set[int]) -> None:
+        for partition in partitions:
+            self._wheels.pop(partition, None)
 
     def pop_due(self, now: float) -> list[tuple[str, int]]:
-        fired = []
-        while self._heap and self._heap[0][0] <= now:
-            at, rid, partition = heapq.heappop(self._heap)
-            if self._due.get(rid) == at:  # skip superseded entries
-                del self._due[rid]
-                fired.append((rid, partition))
-        return fired
+        return [(rid, p) for p, wheel in list(self._wheels.items()) for rid in wheel.advance(now)]
 
     async def _fire_safely(self, receiver_id: str, partition: int) -> None:
-        # One receiver's failure must not end the loop that retries all the others.
+        # One receiver's failure must not end the loop that wakes all the others.
         try:
             await self._fire(receiver_id, partition)
         except Exception:
             log.exception("wake-up failed receiver_id=%s partition=%d", receiver_id, partition)
+
+    def _sleep_for(self, max_sleep: float) -> float:
+        bounds = [b for w in self._wheels.values() if (b := w.next_due()) is not None]
+        if not bounds:
+            return max_sleep
+        return min(max_sleep, max(self._resolution, min(bounds) - self._clock()))
 
     async def run(self, max_sleep: float = 0.5) -> None:
         """Fire due wake-ups until cancelled."""
@@ -64,9 +82,7 @@ class WakeTimers:
             if not self.paused:
                 for rid, partition in self.pop_due(self._clock()):
                     await self._fire_safely(rid, partition)
-            delay = max_sleep
-            if self._heap:
-                delay = min(max_sleep, max(0.0, self._heap[0][0] - self._clock()))
+            delay = self._sleep_for(max_sleep)
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout=delay)

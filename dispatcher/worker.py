@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,18 +16,17 @@ from .actor_runner import ActorRunner
 from .actor_store import ActorStore
 from .agent import register_actor_agent
 from .deliverer import Deliverer
-from .domain.actor import Policy
-from .domain.backoff import Backoff
-from .domain.records import Outcome, encode_outcome
+from .domain.records import WAKE_RECORD, Outcome, encode_outcome
 from .ownership import Ownership
 from .settings import Settings
-from .timers import WakeTimers
+from .timers import PartitionTimers
 from .topology import Topology, build_topology, topic_names
 from .transport import AiohttpTransport, Transport
 
 log = logging.getLogger(__name__)
 
 CLEAN_MARKER = ".clean-shutdown"
+WAKE_LEASE = 30.0
 
 
 class Dispatcher:
@@ -43,8 +43,8 @@ class Dispatcher:
             settings.timeout, settings.connect_timeout, settings.response_cap, settings.max_in_flight
         )
         self.deliverer = Deliverer(transport, self._send_outcome, settings.max_in_flight)
-        self.timers = WakeTimers(self._wake)
-        policy = Policy(Backoff(settings.retry_base, settings.retry_cap), settings.dedup_window)
+        self.timers = PartitionTimers(self._send_wake, settings.timer_resolution)
+        policy = settings.policy()
         self.store = ActorStore(self.topology.actors)
         self.runner = ActorRunner(
             self.store, self.deliverer, self.timers, self._send_dead_letter, policy, self.names["requests"]
@@ -80,6 +80,19 @@ class Dispatcher:
     async def _send_outcome(self, receiver_id: str, outcome: Outcome) -> None:
         await self.topology.commands.send(key=receiver_id.encode(), value=encode_outcome(outcome))
 
+    async def send_outcome(self, receiver_id: str, outcome: Outcome) -> None:
+        """Report an outcome to the receiver's actor and wait until the broker has it."""
+        fut = await self.topology.commands.send(key=receiver_id.encode(), value=encode_outcome(outcome))
+        await fut
+
+    async def _send_wake(self, receiver_id: str, partition: int) -> None:
+        """A timer fired: ask the receiver's stream to act (only it may write the table)."""
+        if partition not in self.ownership.owned:
+            return
+        # Should the wake record be lost, the receiver is woken again later.
+        self.timers.set(receiver_id, partition, time.time() + WAKE_LEASE)
+        await self.topology.commands.send(key=receiver_id.encode(), value=WAKE_RECORD)
+
     async def _send_dead_letter(self, receiver_id: str, record: bytes) -> None:
         fut = await self.topology.dead_letters.send(key=receiver_id.encode(), value=record)
         await fut
@@ -105,10 +118,6 @@ class Dispatcher:
         return self.partition_of(receiver_id) in self.ownership.owned
 
     # lifecycle ----------------------------------------------------------------
-
-    async def _wake(self, receiver_id: str, partition: int) -> None:
-        if partition in self.ownership.owned:
-            await self.runner.wake(receiver_id, partition)
 
     async def _run_timers(self) -> None:
         await self.timers.run()

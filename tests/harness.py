@@ -56,8 +56,13 @@ class WorkerProcess:
             "DISPATCHER_REQUIRE_HTTPS": "false",
             "DISPATCHER_SESSION_TIMEOUT": "6",
             "DISPATCHER_HEARTBEAT_INTERVAL": "1",
+            # Short clocks so retries, probes and expiries happen within a test.
+            "DISPATCHER_RETRY_SCHEDULE": "exponential",
             "DISPATCHER_RETRY_BASE": "0.05",
             "DISPATCHER_RETRY_CAP": "0.5",
+            "DISPATCHER_MAX_ATTEMPTS": "10000",
+            "DISPATCHER_PROBE_BASE": "0.1",
+            "DISPATCHER_PROBE_CAP": "0.5",
             "DISPATCHER_LOG_LEVEL": "info",
             **self.extra_env,
         }

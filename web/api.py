@@ -21,7 +21,7 @@ from dispatcher.domain.records import (
 )
 from dispatcher.domain.signing import generate_secret
 
-from .routing import forward_to_owner, owner_routed
+from .routing import forward_to_owner
 
 if TYPE_CHECKING:
     from dispatcher.worker import Dispatcher
@@ -74,33 +74,6 @@ async def _wait_applied(dispatcher: Dispatcher, config: ReceiverConfig, limit: f
             return
         await asyncio.sleep(0.005)
     raise InvalidInput("id", "receiver accepted but not yet applied; retry the read", "pending", 504)
-
-
-@owner_routed
-async def get_receiver(request: web.Request) -> web.Response:
-    dispatcher = _dispatcher(request)
-    rid = check_id(request.match_info["receiver_id"], "receiver_id")
-    state = dispatcher.store.load(rid)
-    if state is None:
-        raise InvalidInput("receiver_id", f"no receiver {rid!r}", code="not_found", status=404)
-    config = state.config.as_dict()
-    config.pop("secret")
-    return _json(
-        {
-            **config,
-            "state": {
-                "next_seq": state.next_seq,
-                "delivered_seq": state.delivered_seq,
-                "backlog": state.backlog,
-                "attempts": state.attempts,
-                "next_attempt_at": state.next_attempt_at or None,
-                "delivered": state.delivered,
-                "failed_attempts": state.failed_attempts,
-                "in_flight": dispatcher.deliverer.busy(rid),
-                "last_response": state.last_response,
-            },
-        }
-    )
 
 
 async def send_message(request: web.Request) -> web.Response:

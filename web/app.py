@@ -8,7 +8,7 @@ from aiohttp import web
 
 from dispatcher.settings import Settings
 
-from . import api, health
+from . import api, health, receiver_ops
 from .middleware import auth_middleware, errors_middleware
 
 if TYPE_CHECKING:
@@ -26,6 +26,13 @@ def setup_web(app: web.Application, dispatcher: Dispatcher) -> None:
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
     app.router.add_post("/v1/receivers", api.create_receiver)
-    app.router.add_get("/v1/receivers/{receiver_id}", api.get_receiver)
+    app.router.add_get("/v1/receivers/{receiver_id}", receiver_ops.get_receiver)
+    for action in ("pause", "resume", "enable", "disable"):
+        app.router.add_post(f"/v1/receivers/{{receiver_id}}/{action}", receiver_ops.control_handler(action))
+    app.router.add_post("/v1/receivers/{receiver_id}/ping", receiver_ops.ping)
+    app.router.add_get("/v1/receivers/{receiver_id}/attempts", receiver_ops.attempts)
+    app.router.add_get("/v1/receivers/{receiver_id}/last-response", receiver_ops.last_response)
+    app.router.add_get("/v1/receivers/{receiver_id}/dead-letters", receiver_ops.dead_letters)
+    app.router.add_post("/v1/receivers/{receiver_id}/replay", receiver_ops.replay)
     app.router.add_post("/v1/messages", api.send_message)
     app.router.add_post("/v1/messages/batch", api.send_batch)

@@ -1,27 +1,34 @@
 """The receiver actor: pure state transitions.
 
-`decide(state, command, now, ...)` returns the new state and the effects, in
-the order the glue must run them. Seq numbers are contiguous per receiver; the
-head message (delivered_seq + 1) is the only one ever posted for an ordered
-receiver, so seq k+1 is never sent before seq k got a 2xx.
+`decide(state, command, facts, policy)` returns the new state and the effects,
+in the order the glue must run them. Seq numbers are contiguous per receiver;
+the head message (delivered_seq + 1) is the only one ever posted, so seq k+1
+is never sent before seq k got a 2xx or was dead-lettered.
 
 Effect order matters for crash safety: every write of one receiver goes to one
 changelog partition in order, so a crash keeps a prefix. Backlog and dedup
-entries are written before the state that refers to them, and a dedup entry
-counts only when the saved state has moved past its seq.
+entries are written before the state that refers to them, dead letters before
+the state that skips them, and a dedup entry counts only when the saved state
+has moved past its seq.
+
+Every timer is derived from the state (`next_wake`), so the glue's timer wheel
+can be rebuilt from the table after a crash or a rebalance.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import orjson
 
-from .backoff import Backoff
+from .breaker import Breaker, BreakerPolicy, Circuit
 from .records import Message, Outcome, ReceiverConfig
+from .retry import RetryPolicy, Verdict, parse_retry_after
 
 BODY_PREFIX_KEEP = 1024
+DAY = 86400.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -32,12 +39,24 @@ class ReceiverState:
     config: ReceiverConfig
     next_seq: int = 1
     delivered_seq: int = 0
-    attempts: int = 0
+    attempts: int = 0  # failed attempts of the head
     next_attempt_at: float = 0.0
+    head_accepted_at: float = 0.0  # 0 = not known yet (looked up from the backlog)
+    breaker: Breaker = field(default_factory=Breaker)
+    failing_since: float = 0.0  # first failure since the last 2xx; 0 = healthy
+    paused: bool = False
+    disabled: bool = False
+    disabled_reason: str = ""
+    active_since: float = 0.0  # age of parked messages counts from here after enable/resume
     delivered: int = 0
     failed_attempts: int = 0
     dead_lettered: int = 0
-    last_response: dict[str, Any] | None = None
+    dead_letters_kept: int = 0
+    attempt_no: int = 0  # attempts logged so far (probes included)
+    last_status: int | None = None
+    last_error: str | None = None
+    last_attempt_at: float = 0.0
+    dedup_sweep_at: float = 0.0  # earliest dedup entry expiry; 0 = none pending
 
     @property
     def head(self) -> int | None:
@@ -49,6 +68,11 @@ class ReceiverState:
     def backlog(self) -> int:
         return self.next_seq - 1 - self.delivered_seq
 
+    @property
+    def held(self) -> bool:
+        """Delivery is held by hand (pause) or by the receiver's failures (disabled)."""
+        return self.paused or self.disabled
+
     def to_bytes(self) -> bytes:
         data = asdict(self)
         data["config"] = self.config.as_dict()
@@ -57,8 +81,44 @@ class ReceiverState:
     @classmethod
     def from_bytes(cls, raw: bytes) -> ReceiverState:
         data = orjson.loads(raw)
+        data = {k: v for k, v in data.items() if k in _STATE_FIELDS}
         data["config"] = ReceiverConfig.from_dict(data["config"])
+        if "breaker" in data:
+            b = data["breaker"]
+            data["breaker"] = Breaker(**{**b, "circuit": Circuit(b["circuit"])})
         return cls(**data)
+
+
+_STATE_FIELDS = {f.name for f in fields(ReceiverState)}
+
+
+# Facts the glue knows and the actor needs ----------------------------------------
+
+
+def _no_backlog(seq: int) -> float | None:
+    return None
+
+
+@dataclass(slots=True, frozen=True)
+class Facts:
+    now: float
+    rand: float = 0.5  # uniform in [0, 1), for jitter
+    in_flight: bool = False  # an attempt or probe of this receiver is running on this worker
+    accepted_at: Callable[[int], float | None] = _no_backlog  # backlog lookup; None = missing
+
+
+@dataclass(slots=True, frozen=True)
+class Policy:
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    breaker: BreakerPolicy = field(default_factory=BreakerPolicy)
+    dedup_window: float = DAY
+    disable_after: float = 5 * DAY
+    dead_letters_keep: int = 10_000
+    attempt_log: int = 50
+    max_expired_per_event: int = 200  # bounds one stream event's work; a wake continues
+
+    def retry_for(self, config: ReceiverConfig) -> RetryPolicy:
+        return self.retry.with_overrides(config.retry) if config.retry else self.retry
 
 
 # Commands -------------------------------------------------------------------
@@ -84,10 +144,20 @@ class Result:
 
 @dataclass(slots=True, frozen=True)
 class Wake:
-    """A timer fired (retry due) or the partition was just assigned."""
+    """A timer fired; `dedup_next` is set when the glue just swept expired dedup entries."""
+
+    dedup_next: float | None = None
 
 
-Command = Intake | Configure | Result | Wake
+@dataclass(slots=True, frozen=True)
+class Control:
+    """`pause`, `resume`, `enable` or `disable`, by hand through the API."""
+
+    action: str
+    reason: str = ""
+
+
+Command = Intake | Configure | Result | Wake | Control
 
 
 # Effects --------------------------------------------------------------------
@@ -123,16 +193,48 @@ class Deliver:
 
 
 @dataclass(slots=True, frozen=True)
-class ScheduleWake:
-    at: float
+class Probe:
+    """POST a `webhook.ping` (no seq) to learn whether an open circuit may close."""
+
+    number: int
 
 
 @dataclass(slots=True, frozen=True)
 class DeadLetter:
+    """A record that never got a seq (unknown receiver, unreadable record)."""
+
     reason: str
     msg_id: str
     seq: int | None = None
     detail: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class DeadLetterHead:
+    """The head message will not be delivered: record it (table and topic) before skipping it."""
+
+    seq: int
+    reason: str
+    detail: str
+    attempts: int
+    last_status: int | None
+    last_error: str | None
+
+
+@dataclass(slots=True, frozen=True)
+class TrimDeadLetters:
+    """Keep only the newest `keep` dead letters of this receiver in the table."""
+
+    keep: int
+
+
+@dataclass(slots=True, frozen=True)
+class LogAttempt:
+    number: int  # position in the receiver's attempt log
+    keep: int
+    attempt: int  # attempt of this message (0 for probes)
+    kind: str  # "message", "probe" or "ping"
+    outcome: Outcome
 
 
 @dataclass(slots=True, frozen=True)
@@ -145,119 +247,279 @@ class Ignored:
 
 
 Effect = (
-    PutBacklog | RememberId | SaveState | DeleteBacklog | Deliver | ScheduleWake | DeadLetter | Ignored
+    PutBacklog | RememberId | SaveState | DeleteBacklog | Deliver | Probe | DeadLetter | DeadLetterHead
+    | TrimDeadLetters | LogAttempt | Ignored
 )
 
 
-@dataclass(slots=True, frozen=True)
-class Policy:
-    backoff: Backoff = field(default_factory=Backoff)
-    dedup_window: float = 24 * 3600.0
+# Reasons a message is dead-lettered
+MAX_AGE = "max_age"
+MAX_ATTEMPTS = "max_attempts"
+PERMANENT_STATUS = "permanent_status"
+MISSING_ENTRY = "missing_entry"
+UNKNOWN_RECEIVER = "unknown_receiver"
 
 
 def decide(
-    state: ReceiverState | None,
-    command: Command,
-    now: float,
-    policy: Policy,
-    rand: float = 0.5,
+    state: ReceiverState | None, command: Command, facts: Facts, policy: Policy
 ) -> tuple[ReceiverState | None, list[Effect]]:
     """Apply one command to one receiver's state."""
     if isinstance(command, Configure):
-        return _configure(state, command.config, now)
+        return _configure(state, command.config, facts, policy)
     if state is None:
         return _unknown_receiver(command)
+    step = _Step(state, facts, policy)
     if isinstance(command, Intake):
-        return _intake(state, command, now, policy)
-    if isinstance(command, Result):
-        return _result(state, command.outcome, now, policy, rand)
-    return state, _deliver_if_due(state, now)
+        step.intake(command)
+    elif isinstance(command, Result):
+        step.result(command.outcome)
+    elif isinstance(command, Control):
+        step.control(command)
+    else:
+        step.wake(command)
+    return step.finish()
+
+
+def next_wake(state: ReceiverState, policy: Policy, in_flight: bool) -> float | None:
+    """When this receiver next needs the actor, or None; derived from the state alone."""
+    times = [state.dedup_sweep_at] if state.dedup_sweep_at else []
+    if state.head is not None and not state.held and not in_flight:
+        if state.breaker.circuit is Circuit.OPEN:
+            times.append(state.breaker.probe_at)
+        else:
+            times.append(state.next_attempt_at)
+        if state.head_accepted_at:
+            times.append(expires_at(state, policy.retry_for(state.config)))
+    return min(times) if times else None
+
+
+def expires_at(state: ReceiverState, retry: RetryPolicy) -> float:
+    """When the head passes max_age (the age of parked messages restarts at enable/resume)."""
+    return max(state.head_accepted_at, state.active_since) + retry.max_age
 
 
 def _configure(
-    state: ReceiverState | None, config: ReceiverConfig, now: float
+    state: ReceiverState | None, config: ReceiverConfig, facts: Facts, policy: Policy
 ) -> tuple[ReceiverState, list[Effect]]:
     if state is None:
-        return ReceiverState(config.id, config), [SaveState()]
-    new = replace(state, config=config)
-    return new, [SaveState(), *_deliver_if_due(new, now)]
+        return ReceiverState(config.id, config, active_since=facts.now), [SaveState()]
+    step = _Step(state, facts, policy)
+    step.update(config=config)
+    step.advance()
+    return step.finish()
 
 
 def _unknown_receiver(command: Command) -> tuple[None, list[Effect]]:
     if isinstance(command, Intake):
         msg = command.message
-        return None, [DeadLetter("unknown_receiver", msg.id, None, "no such receiver")]
+        return None, [DeadLetter(UNKNOWN_RECEIVER, msg.id, None, "no such receiver")]
     return None, [Ignored("no such receiver")]
 
 
-def _intake(
-    state: ReceiverState, command: Intake, now: float, policy: Policy
-) -> tuple[ReceiverState, list[Effect]]:
-    msg = command.message
-    if command.seen_seq is not None and command.seen_seq < state.next_seq:
-        return state, [Ignored("duplicate message id", msg.id, command.seen_seq)]
-    seq = state.next_seq
-    new = replace(state, next_seq=seq + 1)
-    effects: list[Effect] = [
-        PutBacklog(seq, msg),
-        RememberId(msg.id, seq, now + policy.dedup_window),
-        SaveState(),
-    ]
-    if new.head == seq:
-        effects += _deliver_if_due(new, now)
-    return new, effects
+class _Step:
+    """One command's work on one receiver: the evolving state and the effects so far.
 
+    `finish` orders the effects for crash safety: records the new state refers
+    to (backlog, dedup, dead letters, attempt log), then the state, then
+    deletions of what the state no longer refers to, then I/O.
+    """
 
-def _result(
-    state: ReceiverState, outcome: Outcome, now: float, policy: Policy, rand: float
-) -> tuple[ReceiverState, list[Effect]]:
-    if outcome.seq != state.head:
-        # A late or duplicate outcome (e.g. from a worker that lost the partition).
-        # The head may be idle now that this attempt is over; the glue's
-        # one-in-flight guard drops the Deliver if the head is still being posted.
-        stale: list[Effect] = [Ignored("stale outcome", outcome.msg_id, outcome.seq)]
-        return state, stale + _deliver_if_due(state, now)
-    response = _response_summary(outcome)
-    if outcome.ok:
-        new = replace(
-            state,
-            delivered_seq=outcome.seq,
-            attempts=0,
-            next_attempt_at=0.0,
-            delivered=state.delivered + 1,
-            last_response=response,
+    def __init__(self, state: ReceiverState, facts: Facts, policy: Policy) -> None:
+        self.state = state
+        self.facts = facts
+        self.policy = policy
+        self.retry = policy.retry_for(state.config)
+        self.in_flight = facts.in_flight
+        self.dirty = False
+        self.writes: list[Effect] = []
+        self.deletes: list[Effect] = []
+        self.actions: list[Effect] = []
+
+    @property
+    def now(self) -> float:
+        return self.facts.now
+
+    def update(self, **changes: Any) -> None:
+        new = replace(self.state, **changes)
+        if new != self.state:
+            self.state = new
+            self.dirty = True
+
+    def finish(self) -> tuple[ReceiverState, list[Effect]]:
+        save: list[Effect] = [SaveState()] if self.dirty else []
+        return self.state, [*self.writes, *save, *self.deletes, *self.actions]
+
+    # commands ---------------------------------------------------------------
+
+    def intake(self, command: Intake) -> None:
+        msg, state = command.message, self.state
+        if command.seen_seq is not None and command.seen_seq < state.next_seq:
+            self.actions.append(Ignored("duplicate message id", msg.id, command.seen_seq))
+            return
+        seq = state.next_seq
+        self.update(
+            next_seq=seq + 1,
+            dedup_sweep_at=state.dedup_sweep_at or self.now + self.policy.dedup_window,
         )
-        return new, [SaveState(), DeleteBacklog(outcome.seq), *_deliver_if_due(new, now)]
-    attempts = state.attempts + 1
-    due = now + policy.backoff.delay(attempts, rand)
-    new = replace(
-        state,
-        attempts=attempts,
-        next_attempt_at=due,
-        failed_attempts=state.failed_attempts + 1,
-        last_response=response,
-    )
-    return new, [SaveState(), ScheduleWake(due)]
+        self.writes += [PutBacklog(seq, msg), RememberId(msg.id, seq, self.now + self.policy.dedup_window)]
+        if self.state.head == seq:
+            self.update(head_accepted_at=msg.accepted_at or self.now, attempts=0, next_attempt_at=0.0)
+            self.advance()
+
+    def result(self, outcome: Outcome) -> None:
+        if outcome.probe:
+            self._probe_result(outcome)
+        elif outcome.seq != self.state.head:
+            # A late or duplicate outcome (e.g. from a worker that lost the partition).
+            self.actions.append(Ignored("stale outcome", outcome.msg_id, outcome.seq))
+            self.advance()
+        else:
+            self._attempt_result(outcome)
+
+    def wake(self, command: Wake) -> None:
+        if command.dedup_next is not None:
+            self.update(dedup_sweep_at=command.dedup_next)
+        self.advance()
+
+    def control(self, command: Control) -> None:
+        action = command.action
+        if action == "pause":
+            self.update(paused=True)
+        elif action == "resume":
+            self.update(paused=False, active_since=self.now)
+        elif action == "disable":
+            self.update(disabled=True, disabled_reason=command.reason or "disabled through the API")
+        elif action == "enable":
+            self.update(
+                disabled=False, disabled_reason="", breaker=Breaker(), failing_since=0.0,
+                attempts=0, next_attempt_at=0.0, active_since=self.now,
+            )
+        else:
+            self.actions.append(Ignored(f"unknown control action {action!r}"))
+            return
+        self.advance()
+
+    # results ------------------------------------------------------------------
+
+    def _log(self, outcome: Outcome, attempt: int, kind: str) -> None:
+        number = self.state.attempt_no + 1
+        self.update(
+            attempt_no=number,
+            last_status=outcome.status,
+            last_error=outcome.error,
+            last_attempt_at=outcome.at,
+        )
+        self.writes.append(LogAttempt(number, self.policy.attempt_log, attempt, kind, outcome))
+
+    def _attempt_result(self, outcome: Outcome) -> None:
+        state = self.state
+        verdict = self.retry.classify(outcome.status)
+        ok = verdict is Verdict.SUCCESS
+        self._log(outcome, state.attempts + 1, "message")
+        self.update(breaker=state.breaker.record(ok, self.now, self.policy.breaker))
+        if ok:
+            self.update(failing_since=0.0, delivered=state.delivered + 1)
+            self._settle_head(outcome.seq)
+            self.advance()
+            return
+        attempts = state.attempts + 1
+        self.update(
+            attempts=attempts,
+            failed_attempts=state.failed_attempts + 1,
+            failing_since=state.failing_since or self.now,
+        )
+        detail = _describe(outcome)
+        if verdict is Verdict.GONE:
+            self.update(disabled=True, disabled_reason=f"receiver answered 410 Gone (seq {outcome.seq})")
+        elif verdict is Verdict.PERMANENT:
+            self._dead_letter_head(PERMANENT_STATUS, f"{detail}, not retryable")
+        elif attempts >= self.retry.max_attempts:
+            self._dead_letter_head(MAX_ATTEMPTS, f"{detail}, {attempts} attempts")
+        else:
+            retry_after = None
+            if outcome.status in (429, 503):
+                retry_after = parse_retry_after(outcome.headers.get("retry-after"), self.now)
+            delay = self.retry.next_delay(attempts, self.facts.rand, retry_after)
+            self.update(next_attempt_at=self.now + delay)
+        self._maybe_disable()
+        self.advance()
+
+    def _probe_result(self, outcome: Outcome) -> None:
+        self._log(outcome, 0, "ping" if outcome.manual else "probe")
+        before = self.state.breaker
+        breaker = before.probe_result(outcome.ok, self.now, self.policy.breaker)
+        if before.circuit is Circuit.OPEN and breaker.circuit is Circuit.HALF_OPEN:
+            self.update(next_attempt_at=0.0)  # the head goes out now, once
+        self.update(breaker=breaker)
+        if not outcome.ok and not outcome.manual and self.state.head is not None:
+            self.update(failing_since=self.state.failing_since or self.now)
+            self._maybe_disable()
+        self.advance()
+
+    def _maybe_disable(self) -> None:
+        since = self.state.failing_since
+        if not self.state.disabled and since and self.now - since >= self.policy.disable_after:
+            days = (self.now - since) / DAY
+            self.update(disabled=True, disabled_reason=f"failing for {days:.1f} days")
+
+    # the head -----------------------------------------------------------------
+
+    def _settle_head(self, seq: int) -> None:
+        """The head got a 2xx or was dead-lettered; the next message becomes head."""
+        self.update(delivered_seq=seq, attempts=0, next_attempt_at=0.0, head_accepted_at=0.0)
+        self.deletes.append(DeleteBacklog(seq))
+        head = self.state.head
+        if head is not None:
+            self.update(head_accepted_at=self.facts.accepted_at(head) or 0.0)
+
+    def _dead_letter_head(self, reason: str, detail: str) -> None:
+        state = self.state
+        seq = state.head
+        assert seq is not None
+        kept = state.dead_letters_kept + 1
+        self.writes.append(
+            DeadLetterHead(seq, reason, detail, state.attempts, state.last_status, state.last_error)
+        )
+        if kept > self.policy.dead_letters_keep:
+            kept = self.policy.dead_letters_keep
+            self.writes.append(TrimDeadLetters(kept))
+        self.update(dead_lettered=state.dead_lettered + 1, dead_letters_kept=kept)
+        self._settle_head(seq)
+
+    def advance(self) -> None:
+        """Do what is due now: dead-letter expired heads, then post the head or a probe."""
+        if self.state.held:
+            return
+        for _ in range(self.policy.max_expired_per_event):
+            head = self.state.head
+            if head is None or self.in_flight:
+                return
+            if not self.state.head_accepted_at:
+                accepted = self.facts.accepted_at(head)
+                if accepted is None:
+                    self._dead_letter_head(MISSING_ENTRY, "backlog entry missing")
+                    continue
+                self.update(head_accepted_at=accepted)
+            if self.now < expires_at(self.state, self.retry):
+                break
+            age = self.now - self.state.head_accepted_at
+            self._dead_letter_head(MAX_AGE, f"older than max_age {self.retry.max_age:g}s ({age:.0f}s)")
+        else:
+            return  # the budget is spent; next_wake is due now, so a wake continues
+        state = self.state
+        head = state.head
+        assert head is not None
+        if state.breaker.circuit is Circuit.OPEN:
+            if state.breaker.probe_at <= self.now:
+                self.update(breaker=state.breaker.probe_sent(self.now, self.policy.breaker))
+                self.actions.append(Probe(self.state.breaker.probes))
+                self.in_flight = True
+        elif state.next_attempt_at <= self.now:
+            self.actions.append(Deliver(head, state.attempts + 1))
+            self.in_flight = True
 
 
-def _deliver_if_due(state: ReceiverState, now: float) -> list[Effect]:
-    head = state.head
-    if head is None:
-        return []
-    if state.next_attempt_at > now:
-        return [ScheduleWake(state.next_attempt_at)]
-    return [Deliver(head, state.attempts + 1)]
-
-
-def _response_summary(outcome: Outcome) -> dict[str, Any]:
-    return {
-        "seq": outcome.seq,
-        "msg_id": outcome.msg_id,
-        "ok": outcome.ok,
-        "status": outcome.status,
-        "error": outcome.error,
-        "latency_ms": round(outcome.latency_ms, 3),
-        "at": outcome.at,
-        "headers": outcome.headers,
-        "body_prefix": outcome.body_prefix[:BODY_PREFIX_KEEP],
-    }
+def _describe(outcome: Outcome) -> str:
+    if outcome.status is not None:
+        return f"HTTP {outcome.status}"
+    return outcome.error or "no response"

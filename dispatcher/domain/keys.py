@@ -1,24 +1,39 @@
 """Key layout of the actor table.
 
-State, backlog and dedup entries of one receiver share one table so that all of
-a receiver's writes go, in order, to one changelog partition.
+Everything about one receiver shares one table so that all of a receiver's
+writes go, in order, to one changelog partition. Fixed-width hex numbers keep
+each receiver's entries sorted in RocksDB.
 """
 
 from __future__ import annotations
 
 STATE = b"s:"
-BACKLOG = b"b:"
-DEDUP = b"d:"
+BACKLOG = b"b:"  # b:<rid>:<seq>        a buffered message
+DEDUP = b"d:"  # d:<rid>:<msg id>      the seq a message id got, and when that expires
+DEDUP_ORDER = b"i:"  # i:<rid>:<seq>    the msg id of that seq's dedup entry (expiry order)
+DEAD = b"x:"  # x:<rid>:<seq>          a dead letter, with its message, for listing and replay
+ATTEMPT = b"a:"  # a:<rid>:<number>    one entry of the attempt log
 
 
 def state_key(receiver_id: str) -> bytes:
     return STATE + receiver_id.encode()
 
 
+def prefix(kind: bytes, receiver_id: str) -> bytes:
+    return b"%s%s:" % (kind, receiver_id.encode())
+
+
+def numbered_key(kind: bytes, receiver_id: str, number: int) -> bytes:
+    return b"%s%016x" % (prefix(kind, receiver_id), number)
+
+
+def number_of(key: bytes) -> int:
+    return int(key[-16:], 16)
+
+
 def backlog_key(receiver_id: str, seq: int) -> bytes:
-    # Fixed-width hex keeps one receiver's backlog sorted by seq in RocksDB.
-    return b"%s%s:%016x" % (BACKLOG, receiver_id.encode(), seq)
+    return numbered_key(BACKLOG, receiver_id, seq)
 
 
 def dedup_key(receiver_id: str, msg_id: str) -> bytes:
-    return b"%s%s:%s" % (DEDUP, receiver_id.encode(), msg_id.encode())
+    return prefix(DEDUP, receiver_id) + msg_id.encode()

@@ -19,6 +19,7 @@ import orjson
 from .errors import InvalidInput
 from .headers import check_headers
 from .ids import check_id
+from .retry import RetryPolicy
 from .signing import SecretError, decode_secret
 
 _EVENT_TYPE_RE = re.compile(r"[A-Za-z0-9_.:*-]{1,256}")
@@ -35,6 +36,7 @@ class Message:
     payload: Any
     headers: dict[str, str] = field(default_factory=dict)
     accepted_at: float = 0.0
+    replay_of: int | None = None  # the dead-lettered seq this message replays
 
 
 @dataclass(slots=True, frozen=True)
@@ -47,6 +49,7 @@ class ReceiverConfig:
     event_types: tuple[str, ...] = ()
     headers: dict[str, str] = field(default_factory=dict)
     created_at: float = 0.0
+    retry: dict[str, Any] | None = None  # validated overrides of the retry policy
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +59,7 @@ class ReceiverConfig:
             "event_types": list(self.event_types),
             "headers": self.headers,
             "created_at": self.created_at,
+            "retry": self.retry,
         }
 
     @classmethod
@@ -67,6 +71,7 @@ class ReceiverConfig:
             event_types=tuple(data.get("event_types") or ()),
             headers=data.get("headers") or {},
             created_at=data.get("created_at", 0.0),
+            retry=data.get("retry"),
         )
 
 
@@ -84,6 +89,19 @@ class Outcome:
     at: float
     body_prefix: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    probe: bool = False  # a webhook.ping, not a message (seq is 0)
+    manual: bool = False  # a ping asked for through the API
+
+
+@dataclass(slots=True, frozen=True)
+class ReceiverControl:
+    """`pause`, `resume`, `enable` or `disable` a receiver (written by the API)."""
+
+    action: str
+    reason: str = ""
+
+
+CONTROL_ACTIONS = ("pause", "resume", "enable", "disable")
 
 
 def check_event_type(value: object, field_name: str) -> str:
@@ -124,7 +142,7 @@ def parse_receiver_spec(
     """Validate `POST /v1/receivers`; `secret` is used when the body gives none."""
     if not isinstance(body, dict):
         raise InvalidInput("body", "must be a JSON object")
-    _reject_unknown(body, {"url", "event_types", "secret", "headers", "id"}, "")
+    _reject_unknown(body, {"url", "event_types", "secret", "headers", "id", "retry"}, "")
     url = check_url(body.get("url"), "url", require_https)
     event_types = body.get("event_types", [])
     if not isinstance(event_types, list) or len(event_types) > 256:
@@ -139,7 +157,12 @@ def parse_receiver_spec(
         except SecretError as exc:
             raise InvalidInput("secret", str(exc)) from exc
     headers = check_headers(body.get("headers"), "headers")
-    return ReceiverConfig(receiver_id, url, secret, types, headers, now)
+    retry = body.get("retry")
+    if retry is not None:
+        RetryPolicy().with_overrides(retry)  # raises naming the field at fault
+        if not retry:
+            retry = None
+    return ReceiverConfig(receiver_id, url, secret, types, headers, now, retry)
 
 
 def parse_message_spec(body: object, prefix: str, make_id: Any, now: float) -> Message:
@@ -173,6 +196,8 @@ def encode_message_record(msg: Message) -> bytes:
     }
     if msg.headers:
         record["headers"] = msg.headers
+    if msg.replay_of is not None:
+        record["replay_of"] = msg.replay_of
     return orjson.dumps(record)
 
 
@@ -180,9 +205,13 @@ def encode_upsert_record(config: ReceiverConfig) -> bytes:
     return orjson.dumps({"kind": "receiver.upsert", "receiver": config.as_dict()})
 
 
+def encode_control_record(control: ReceiverControl) -> bytes:
+    return orjson.dumps({"kind": "receiver.control", "action": control.action, "reason": control.reason})
+
+
 def decode_request(
     receiver_id: str, raw: bytes, fallback_id: str, fallback_time: float
-) -> Message | ReceiverConfig:
+) -> Message | ReceiverConfig | ReceiverControl:
     """Parse a requests-topic record; raise InvalidInput with the field at fault.
 
     `fallback_id` names a message that came without an id (direct producers), so
@@ -197,6 +226,11 @@ def decode_request(
     kind = data.get("kind", "message")
     if kind == "receiver.upsert":
         return _decode_upsert(receiver_id, data)
+    if kind == "receiver.control":
+        action = data.get("action")
+        if action not in CONTROL_ACTIONS:
+            raise InvalidInput("action", f"must be one of {', '.join(CONTROL_ACTIONS)}", code="malformed")
+        return ReceiverControl(action, str(data.get("reason") or ""))
     if kind != "message":
         raise InvalidInput("kind", f"unknown record kind {kind!r}", code="malformed")
     return _decode_message(receiver_id, data, fallback_id, fallback_time)
@@ -226,7 +260,12 @@ def _decode_message(
     accepted_at = data.get("accepted_at")
     if not isinstance(accepted_at, (int, float)) or isinstance(accepted_at, bool):
         accepted_at = fallback_time
-    return Message(msg_id, receiver_id, event_type, data["payload"], headers, float(accepted_at))
+    replay_of = data.get("replay_of")
+    if replay_of is not None and (not isinstance(replay_of, int) or isinstance(replay_of, bool)):
+        raise InvalidInput("replay_of", "must be a seq number", code="malformed")
+    return Message(
+        msg_id, receiver_id, event_type, data["payload"], headers, float(accepted_at), replay_of
+    )
 
 
 def encode_outcome(outcome: Outcome) -> bytes:
@@ -234,12 +273,17 @@ def encode_outcome(outcome: Outcome) -> bytes:
     return orjson.dumps(data)
 
 
-def decode_command(raw: bytes) -> Outcome:
-    """Parse a commands-topic record (written only by workers)."""
+WAKE_RECORD = orjson.dumps({"kind": "wake"})
+
+
+def decode_command(raw: bytes) -> Outcome | None:
+    """Parse a commands-topic record (written only by workers); None is a wake-up."""
     data = orjson.loads(raw)
-    if data.get("kind") != "outcome":
-        raise InvalidInput("kind", f"unknown command {data.get('kind')!r}", code="malformed")
-    del data["kind"]
+    kind = data.pop("kind", None)
+    if kind == "wake":
+        return None
+    if kind != "outcome":
+        raise InvalidInput("kind", f"unknown command {kind!r}", code="malformed")
     return Outcome(**data)
 
 
@@ -253,5 +297,6 @@ def encode_backlog_entry(msg: Message, seq: int) -> bytes:
             "data": msg.payload,
             "headers": msg.headers,
             "accepted_at": msg.accepted_at,
+            "replay_of": msg.replay_of,
         }
     )

@@ -41,4 +41,23 @@ def build_headers(
             "webhook-event-type": entry["type"],
         }
     )
+    if entry.get("replay_of") is not None:
+        headers["webhook-replay-of"] = str(entry["replay_of"])
     return headers
+
+
+def build_ping(receiver_id: str, attempt_time: float) -> bytes:
+    """The body of a `webhook.ping`: sent to probe an open circuit, or on request."""
+    data = {"receiver_id": receiver_id}
+    return orjson.dumps({"type": "webhook.ping", "timestamp": iso_timestamp(attempt_time), "data": data})
+
+
+def build_ping_headers(secret: str, ping_id: str, body: bytes, attempt_time: int) -> dict[str, str]:
+    """Signed like a message, but without a seq: a ping is not part of the ordered stream."""
+    return {
+        "content-type": "application/json",
+        "webhook-id": ping_id,
+        "webhook-timestamp": str(attempt_time),
+        "webhook-signature": signature_header([decode_secret(secret)], ping_id, attempt_time, body),
+        "webhook-event-type": "webhook.ping",
+    }

@@ -2,145 +2,341 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
+from typing import Any
 
 from dispatcher.domain import actor
 from dispatcher.domain.actor import (
     Configure,
+    Control,
     DeadLetter,
+    DeadLetterHead,
     DeleteBacklog,
     Deliver,
+    Facts,
     Ignored,
     Intake,
+    LogAttempt,
     Policy,
+    Probe,
     PutBacklog,
     ReceiverState,
     RememberId,
     Result,
     SaveState,
-    ScheduleWake,
     Wake,
     decide,
+    next_wake,
 )
-from dispatcher.domain.backoff import Backoff
+from dispatcher.domain.breaker import BreakerPolicy, Circuit
 from dispatcher.domain.records import Message, Outcome, ReceiverConfig
+from dispatcher.domain.retry import RetryPolicy
 
-POLICY = Policy(Backoff(base=1.0, cap=8.0, jitter=0.0), dedup_window=100.0)
+RETRY = RetryPolicy(schedule=(1.0, 2.0, 4.0, 8.0), jitter=0.0, max_attempts=100, max_age=1000.0)
+POLICY = Policy(RETRY, BreakerPolicy(failures=1000, window=20, ratio=1.0), dedup_window=100.0)
 CONFIG = ReceiverConfig("r1", "http://127.0.0.1:1/", "whsec_" + "A" * 32)
 
 
-def msg(i: int) -> Message:
-    return Message(f"m{i}", "r1", "a.b", {"i": i})
+def msg(i: int, at: float = 0.0) -> Message:
+    return Message(f"m{i}", "r1", "a.b", {"i": i}, accepted_at=at)
 
 
-def outcome(seq: int, ok: bool, token: str = "t") -> Outcome:
-    return Outcome(seq, f"m{seq}", token, ok, 200 if ok else 500, None, 1.0, 0.0)
+def outcome(seq: int, status: int | None, **kw: Any) -> Outcome:
+    ok = status is not None and 200 <= status < 300
+    return Outcome(seq, f"m{seq}", "t", ok, status, None if status else "timeout", 1.0, 0.0, **kw)
 
 
-def fresh() -> ReceiverState:
-    state, effects = decide(None, Configure(CONFIG), 0.0, POLICY)
+def step(
+    state: ReceiverState | None,
+    command: actor.Command,
+    now: float,
+    policy: Policy = POLICY,
+    in_flight: bool = False,
+    backlog: dict[int, float] | None = None,
+) -> tuple[Any, list[Any]]:
+    """decide() with a backlog whose every seq was accepted at 0 unless given."""
+    lookup = (lambda seq: 0.0) if backlog is None else backlog.get
+    return decide(state, command, Facts(now, 0.5, in_flight, lookup), policy)
+
+
+def io(effects: list[Any]) -> list[Any]:
+    """The effects other than attempt-log writes."""
+    return [e for e in effects if not isinstance(e, LogAttempt)]
+
+
+def fresh(policy: Policy = POLICY) -> ReceiverState:
+    state, effects = step(None, Configure(CONFIG), 0.0, policy)
     assert effects == [SaveState()]
-    assert state is not None
+    return state
+
+
+def with_backlog(n: int, policy: Policy = POLICY) -> ReceiverState:
+    state = fresh(policy)
+    for i in range(1, n + 1):
+        state, _ = step(state, Intake(msg(i)), 0.0, policy, in_flight=i > 1)
     return state
 
 
 def test_first_message_is_stored_then_delivered() -> None:
-    state, effects = decide(fresh(), Intake(msg(1)), 10.0, POLICY)
-    assert effects == [PutBacklog(1, msg(1)), RememberId("m1", 1, 110.0), SaveState(), Deliver(1, 1)]
-    assert (state.next_seq, state.head, state.backlog) == (2, 1, 1)
+    state, effects = step(fresh(), Intake(msg(1, at=10.0)), 10.0)
+    assert effects == [PutBacklog(1, msg(1, 10.0)), RememberId("m1", 1, 110.0), SaveState(), Deliver(1, 1)]
+    assert (state.next_seq, state.head, state.backlog, state.head_accepted_at) == (2, 1, 1, 10.0)
 
 
 def test_second_message_waits_behind_the_head() -> None:
-    state, _ = decide(fresh(), Intake(msg(1)), 0.0, POLICY)
-    state, effects = decide(state, Intake(msg(2)), 0.0, POLICY)
+    state, _ = step(fresh(), Intake(msg(1)), 0.0)
+    state, effects = step(state, Intake(msg(2)), 0.0, in_flight=True)
     assert not any(isinstance(e, Deliver) for e in effects)
     assert state.head == 1 and state.backlog == 2
 
 
-def test_success_advances_and_delivers_the_next() -> None:
-    state = replace(fresh(), next_seq=3)
-    state, effects = decide(state, Result(outcome(1, True)), 5.0, POLICY)
-    assert effects == [SaveState(), DeleteBacklog(1), Deliver(2, 1)]
-    assert (state.delivered_seq, state.delivered, state.last_response["status"]) == (1, 1, 200)
+def test_success_advances_logs_and_delivers_the_next() -> None:
+    state, effects = step(with_backlog(2), Result(outcome(1, 200)), 5.0)
+    assert isinstance(effects[0], LogAttempt) and effects[0].number == 1
+    assert effects[1:] == [SaveState(), DeleteBacklog(1), Deliver(2, 1)]
+    assert (state.delivered_seq, state.delivered, state.last_status) == (1, 1, 200)
 
 
-def test_failure_backs_off_exponentially_then_success_resets() -> None:
-    state = replace(fresh(), next_seq=2)
+def test_failures_follow_the_schedule_then_success_resets() -> None:
+    state = with_backlog(1)
     dues = []
     for _ in range(5):
-        state, effects = decide(state, Result(outcome(1, False)), 100.0, POLICY)
-        assert effects[0] == SaveState()
-        dues.append(effects[1].at - 100.0)
-    assert dues == [1.0, 2.0, 4.0, 8.0, 8.0]
-    assert state.attempts == 5 and state.failed_attempts == 5
-    state, effects = decide(state, Result(outcome(1, True)), 200.0, POLICY)
-    assert (state.attempts, state.next_attempt_at, state.head) == (0, 0.0, None)
+        state, effects = step(state, Result(outcome(1, 500)), 100.0)
+        assert io(effects) == [SaveState()]
+        dues.append(state.next_attempt_at - 100.0)
+    assert dues == [1.0, 2.0, 4.0, 8.0, 8.0]  # the last delay repeats past the schedule
+    assert state.attempts == 5 and state.failed_attempts == 5 and state.failing_since == 100.0
+    state, _ = step(state, Result(outcome(1, 204)), 200.0)
+    assert (state.attempts, state.next_attempt_at, state.head, state.failing_since) == (0, 0.0, None, 0.0)
 
 
 def test_wake_delivers_only_when_due() -> None:
-    state = replace(fresh(), next_seq=2, attempts=2, next_attempt_at=50.0)
-    assert decide(state, Wake(), 49.0, POLICY)[1] == [ScheduleWake(50.0)]
-    assert decide(state, Wake(), 50.0, POLICY)[1] == [Deliver(1, 3)]
-    assert decide(replace(state, next_seq=1, delivered_seq=0), Wake(), 99.0, POLICY)[1] == []
+    state = replace(with_backlog(1), attempts=2, next_attempt_at=50.0)
+    assert step(state, Wake(), 49.0)[1] == []
+    assert next_wake(state, POLICY, in_flight=False) == 50.0
+    assert step(state, Wake(), 50.0)[1] == [Deliver(1, 3)]
+    assert step(state, Wake(), 50.0, in_flight=True)[1] == []
 
 
 def test_stale_outcome_changes_nothing_but_may_resume_the_head() -> None:
-    state = replace(fresh(), next_seq=4, delivered_seq=2)
-    new, effects = decide(state, Result(outcome(1, True)), 0.0, POLICY)
+    state = replace(with_backlog(3), delivered_seq=2)
+    new, effects = step(state, Result(outcome(1, 200)), 0.0)
     assert new == state
     assert effects == [Ignored("stale outcome", "m1", 1), Deliver(3, 1)]
 
 
 def test_duplicate_id_within_window_is_ignored() -> None:
     state = replace(fresh(), next_seq=6)
-    new, effects = decide(state, Intake(msg(3), seen_seq=3), 0.0, POLICY)
+    new, effects = step(state, Intake(msg(3), seen_seq=3), 0.0)
     assert new == state and effects == [Ignored("duplicate message id", "m3", 3)]
 
 
 def test_dedup_entry_ahead_of_saved_state_is_not_trusted() -> None:
     """Crash after the dedup write but before the state write: the message keeps its seq."""
-    state = replace(fresh(), next_seq=6)
-    new, effects = decide(state, Intake(msg(9), seen_seq=6), 0.0, POLICY)
+    state = replace(fresh(), next_seq=6, delivered_seq=5)
+    new, effects = step(state, Intake(msg(9), seen_seq=6), 0.0)
     assert effects[0] == PutBacklog(6, msg(9)) and new.next_seq == 7
 
 
 def test_message_for_unknown_receiver_is_dead_lettered() -> None:
-    state, effects = decide(None, Intake(msg(1)), 0.0, POLICY)
+    state, effects = step(None, Intake(msg(1)), 0.0)
     assert state is None
     assert effects == [DeadLetter("unknown_receiver", "m1", None, "no such receiver")]
 
 
 def test_reconfigure_resumes_a_waiting_head() -> None:
-    state = replace(fresh(), next_seq=2)
-    new, effects = decide(state, Configure(replace(CONFIG, url="http://127.0.0.1:2/")), 0.0, POLICY)
+    state = with_backlog(1)
+    new, effects = step(state, Configure(replace(CONFIG, url="http://127.0.0.1:2/")), 0.0)
     assert new.config.url.endswith(":2/") and effects == [SaveState(), Deliver(1, 1)]
 
 
 def test_state_round_trips_through_bytes() -> None:
-    state, _ = decide(replace(fresh(), next_seq=2), Result(outcome(1, False)), 3.0, POLICY)
+    state, _ = step(with_backlog(1), Result(outcome(1, 500)), 3.0)
+    state = replace(state, breaker=replace(state.breaker, circuit=Circuit.OPEN, probe_at=9.0))
     assert ReceiverState.from_bytes(state.to_bytes()) == state
 
 
-def test_order_holds_for_any_interleaving_of_outcomes() -> None:
-    """Drive 30 messages with failures and stale outcomes: Deliver seqs never skip ahead."""
-    import random
+# retry classification ----------------------------------------------------------
 
-    rng = random.Random(3)
-    state = fresh()
-    delivered_first: list[int] = []
-    for i in range(1, 31):
-        state, _ = decide(state, Intake(msg(i)), 0.0, POLICY)
-    now = 0.0
-    while state.head is not None:
-        now += 10.0
-        head = state.head
-        for stale in (head - 1, head - 2):
-            if stale > 0 and rng.random() < 0.3:
-                state, _ = decide(state, Result(outcome(stale, True)), now, POLICY)
-        ok = rng.random() < 0.6
-        state, effects = decide(state, Result(outcome(head, ok)), now, POLICY)
-        if ok:
-            delivered_first.append(head)
-        assert all(e.seq == state.head for e in effects if isinstance(e, Deliver))
-    assert delivered_first == list(range(1, 31))
-    assert actor.ReceiverState.from_bytes(state.to_bytes()).delivered == 30
+
+def test_permanent_status_dead_letters_the_head_and_moves_on() -> None:
+    state, effects = step(with_backlog(2), Result(outcome(1, 400)), 5.0)
+    head = effects[1]
+    assert isinstance(head, DeadLetterHead) and (head.seq, head.reason) == (1, "permanent_status")
+    assert io(effects)[1:] == [SaveState(), DeleteBacklog(1), Deliver(2, 1)]
+    assert (state.delivered_seq, state.dead_lettered, state.dead_letters_kept) == (1, 1, 1)
+
+
+def test_receiver_overrides_make_404_retryable() -> None:
+    config = replace(CONFIG, retry={"retryable_statuses": [404]})
+    state = replace(with_backlog(1), config=config)
+    state, effects = step(state, Result(outcome(1, 404)), 5.0)
+    assert io(effects) == [SaveState()] and state.next_attempt_at == 6.0
+
+
+def test_max_attempts_dead_letters_the_head() -> None:
+    policy = replace(POLICY, retry=replace(RETRY, max_attempts=3))
+    state = with_backlog(2, policy)
+    for _ in range(2):
+        state, _ = step(state, Result(outcome(1, 503)), 5.0, policy)
+    assert state.head == 1
+    state, effects = step(state, Result(outcome(1, 503)), 5.0, policy)
+    letters = [e for e in effects if isinstance(e, DeadLetterHead)]
+    assert [(d.seq, d.reason, d.attempts, d.last_status) for d in letters] == [(1, "max_attempts", 3, 503)]
+    assert state.head == 2 and effects[-1] == Deliver(2, 1)
+
+
+def test_retry_after_stretches_the_delay_on_429() -> None:
+    state = with_backlog(1)
+    state, _ = step(state, Result(outcome(1, 429, headers={"retry-after": "30"})), 100.0)
+    assert state.next_attempt_at == 130.0
+    state, _ = step(state, Result(outcome(1, 429, headers={"retry-after": "0"})), 200.0)
+    assert state.next_attempt_at == 202.0  # never shorter than the schedule
+
+
+def test_410_disables_and_parks_the_backlog_until_enabled() -> None:
+    state, effects = step(with_backlog(3), Result(outcome(1, 410)), 5.0)
+    assert state.disabled and "410" in state.disabled_reason
+    assert io(effects) == [SaveState()]
+    assert next_wake(state, POLICY, False) == state.dedup_sweep_at  # only housekeeping
+    state, effects = step(state, Wake(), 10_000.0)
+    assert not any(isinstance(e, (Deliver, DeadLetterHead)) for e in effects), "parked, not expired"
+    state, effects = step(state, Control("enable"), 20_000.0)
+    assert not state.disabled and state.attempts == 0 and state.active_since == 20_000.0
+    assert effects == [SaveState(), Deliver(1, 1)]
+
+
+def test_pause_holds_delivery_and_resume_restarts_it() -> None:
+    state, _ = step(with_backlog(1), Control("pause"), 1.0, in_flight=True)
+    state, effects = step(state, Result(outcome(1, 500)), 2.0)
+    assert not any(isinstance(e, Deliver) for e in effects)
+    state, effects = step(state, Wake(), 500.0)
+    assert effects == []
+    state, effects = step(state, Control("resume"), 600.0)
+    assert effects == [SaveState(), Deliver(1, 2)]
+
+
+def test_max_age_dead_letters_every_expired_head() -> None:
+    policy = replace(POLICY, retry=replace(RETRY, max_age=100.0))
+    state = fresh(policy)
+    backlog = {1: 0.0, 2: 10.0, 3: 500.0}
+    for i, at in backlog.items():
+        state, _ = step(state, Intake(msg(i, at)), at, policy, in_flight=True, backlog=backlog)
+    assert next_wake(state, policy, in_flight=False) == 0.0  # head 1 is due now
+    state, _ = step(state, Result(outcome(1, 500)), 50.0, policy, backlog=backlog)
+    assert next_wake(state, policy, in_flight=False) == 51.0
+    state, effects = step(state, Wake(), 150.0, policy, backlog=backlog)
+    letters = [(e.seq, e.reason) for e in effects if isinstance(e, DeadLetterHead)]
+    assert letters == [(1, "max_age"), (2, "max_age")]
+    assert effects[-1] == Deliver(3, 1)
+    assert (state.head, state.dead_lettered, state.head_accepted_at) == (3, 2, 500.0)
+
+
+def test_missing_backlog_entry_is_dead_lettered_not_spun_on() -> None:
+    state = replace(with_backlog(2), head_accepted_at=0.0)
+    state, effects = step(state, Wake(), 5.0, backlog={2: 1.0})
+    assert [(e.seq, e.reason) for e in effects if isinstance(e, DeadLetterHead)] == [(1, "missing_entry")]
+    assert effects[-1] == Deliver(2, 1)
+
+
+def test_dead_letters_kept_are_capped() -> None:
+    policy = replace(POLICY, dead_letters_keep=2, retry=replace(RETRY, max_attempts=1))
+    state = with_backlog(4, policy)
+    trims = 0
+    for seq in (1, 2, 3):
+        state, effects = step(state, Result(outcome(seq, 500)), 1.0, policy)
+        trims += sum(isinstance(e, actor.TrimDeadLetters) for e in effects)
+    assert (state.dead_letters_kept, state.dead_lettered, trims) == (2, 3, 1)
+
+
+# circuit breaker --------------------------------------------------------------
+
+
+BREAKER = BreakerPolicy(failures=3, window=20, ratio=0.5, probe_base=10.0, probe_cap=40.0)
+OPENING = replace(POLICY, breaker=BREAKER)
+
+
+def test_breaker_opens_probes_then_half_opens_and_closes() -> None:
+    state = with_backlog(2, OPENING)
+    for t in (1.0, 2.0, 3.0):
+        state, effects = step(state, Result(outcome(1, 503)), t, OPENING)
+    assert state.breaker.circuit is Circuit.OPEN and state.breaker.probe_at == 13.0
+    assert next_wake(state, OPENING, False) == 13.0
+    assert step(state, Wake(), 12.0, OPENING)[1] == []  # no message while open
+    state, effects = step(state, Wake(), 13.0, OPENING)
+    assert effects == [SaveState(), Probe(1)]
+    probe = Outcome(0, "ping_x", "t", False, None, "refused", 1.0, 13.0, probe=True)
+    state, effects = step(state, Result(probe), 14.0, OPENING)
+    assert state.breaker.probe_at == 34.0  # 14 + 10 x 2: probes space out
+    state, effects = step(state, Wake(), 34.0, OPENING)
+    assert effects[-1] == Probe(2)
+    ok_probe = replace(probe, ok=True, status=200, error=None)
+    state, effects = step(state, Result(ok_probe), 35.0, OPENING)
+    assert state.breaker.circuit is Circuit.HALF_OPEN and effects[-1] == Deliver(1, 4)
+    state, effects = step(state, Result(outcome(1, 200)), 36.0, OPENING)
+    assert state.breaker.circuit is Circuit.CLOSED and effects[-1] == Deliver(2, 1)
+
+
+def test_half_open_failure_reopens_with_a_longer_wait() -> None:
+    state = with_backlog(1, OPENING)
+    for t in (1.0, 2.0, 3.0):
+        state, _ = step(state, Result(outcome(1, 503)), t, OPENING)
+    state, _ = step(state, Wake(), 13.0, OPENING)
+    ok_probe = Outcome(0, "p", "t", True, 200, None, 1.0, 13.0, probe=True)
+    state, _ = step(state, Result(ok_probe), 14.0, OPENING)
+    state, _ = step(state, Result(outcome(1, 500)), 15.0, OPENING)
+    assert state.breaker.circuit is Circuit.OPEN and state.breaker.probe_at == 35.0
+
+
+def test_failing_longer_than_disable_after_disables() -> None:
+    policy = replace(OPENING, disable_after=100.0)
+    state = with_backlog(1, policy)
+    for t in (1.0, 2.0, 3.0):
+        state, _ = step(state, Result(outcome(1, 503)), t, policy)
+    failed_probe = Outcome(0, "p", "t", False, 500, None, 1.0, 0.0, probe=True)
+    state, _ = step(state, Result(failed_probe), 50.0, policy)
+    assert not state.disabled
+    state, _ = step(state, Result(failed_probe), 101.0, policy)
+    assert state.disabled and "failing for" in state.disabled_reason
+
+
+def test_manual_ping_success_half_opens_an_open_circuit() -> None:
+    state = with_backlog(1, OPENING)
+    for t in (1.0, 2.0, 3.0):
+        state, _ = step(state, Result(outcome(1, 503)), t, OPENING)
+    ping = Outcome(0, "p", "manual", True, 200, None, 1.0, 4.0, probe=True, manual=True)
+    state, effects = step(state, Result(ping), 4.0, OPENING)
+    assert effects[0].kind == "ping" and effects[-1] == Deliver(1, 4)
+
+
+def test_every_wake_makes_progress() -> None:
+    """After any step, the next wake is in the future, or the step started I/O (no busy loop)."""
+    rng = random.Random(5)
+    policy = replace(OPENING, retry=replace(RETRY, max_age=30.0, max_attempts=6), dedup_window=40.0)
+    state = fresh(policy)
+    now, in_flight, backlog = 0.0, False, {}
+    for _ in range(3000):
+        now += rng.choice([0.0, 0.5, 3.0, 20.0])
+        roll = rng.random()
+        if roll < 0.3:
+            backlog[state.next_seq] = now
+            command: actor.Command = Intake(msg(state.next_seq, now))
+        elif roll < 0.6 and in_flight and state.head:
+            command = Result(outcome(state.head, rng.choice([200, 500, 429, 400, None])))
+            in_flight = False
+        elif roll < 0.65:
+            command = Control(rng.choice(["pause", "resume", "enable", "disable"]))
+        else:
+            due = next_wake(state, policy, in_flight)
+            if due is None or due > now:
+                continue
+            command = Wake(now + 40.0 if state.dedup_sweep_at and state.dedup_sweep_at <= now else None)
+        state, effects = step(state, command, now, policy, in_flight, backlog)
+        in_flight = in_flight or any(isinstance(e, (Deliver, Probe)) for e in effects)
+        due = next_wake(state, policy, in_flight)
+        if due is not None and due <= now:  # due now: the wake that follows must act
+            sweep = now + 40.0 if 0 < state.dedup_sweep_at <= now else None
+            woken, effects = step(state, Wake(sweep), now, policy, in_flight, backlog)
+            assert effects, (state, due)
+            assert effects != [SaveState()] or woken.dedup_sweep_at > now

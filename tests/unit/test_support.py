@@ -1,4 +1,4 @@
-"""Backoff, wake timers, settings and the pure-domain import boundary."""
+"""Partition timers, settings and the pure-domain import boundary."""
 
 from __future__ import annotations
 
@@ -8,41 +8,33 @@ from pathlib import Path
 
 import pytest
 
-from dispatcher.domain.backoff import Backoff
 from dispatcher.settings import Settings, SettingsError
-from dispatcher.timers import WakeTimers
-
-
-@pytest.mark.parametrize(
-    ("attempts", "rand", "expected"),
-    [(1, 0.5, 1.0), (2, 0.5, 2.0), (4, 0.5, 8.0), (10, 0.5, 30.0), (1, 0.0, 0.8), (1, 0.999999, 1.2)],
-)
-def test_backoff(attempts: int, rand: float, expected: float) -> None:
-    assert Backoff(base=1.0, cap=30.0, jitter=0.2).delay(attempts, rand) == pytest.approx(expected, abs=1e-5)
+from dispatcher.timers import PartitionTimers
 
 
 async def _never(rid: str, partition: int) -> None:
     raise AssertionError("not fired in this test")
 
 
-def test_wake_timers_fire_in_due_order_and_earliest_wins() -> None:
-    timers = WakeTimers(_never, clock=lambda: 0.0)
-    timers.schedule("a", 0, 5.0)
-    timers.schedule("b", 1, 3.0)
-    timers.schedule("a", 0, 9.0)  # later than pending: ignored
-    timers.schedule("c", 2, 4.0)
-    timers.schedule("c", 2, 1.0)  # earlier: replaces
-    assert timers.pop_due(2.0) == [("c", 2)]
-    assert timers.pop_due(10.0) == [("b", 1), ("a", 0)]
+def test_partition_timers_hold_one_timer_per_receiver() -> None:
+    timers = PartitionTimers(_never, clock=lambda: 0.0)
+    timers.set("a", 0, 5.0)
+    timers.set("b", 1, 3.0)
+    timers.set("a", 0, 9.0)  # moves a's timer
+    timers.set("c", 2, 4.0)
+    timers.set("c", 2, None)  # cancels
+    assert len(timers) == 2
+    assert timers.pop_due(5.0) == [("b", 1)]
+    assert timers.pop_due(10.0) == [("a", 0)]
     assert len(timers) == 0
 
 
-def test_wake_timers_drop_revoked_partitions() -> None:
-    timers = WakeTimers(_never, clock=lambda: 0.0)
+def test_partition_timers_drop_revoked_partitions() -> None:
+    timers = PartitionTimers(_never, clock=lambda: 0.0)
     for i in range(6):
-        timers.schedule(f"r{i}", i % 3, float(i))
+        timers.set(f"r{i}", i % 3, float(i))
     timers.drop_partitions({1})
-    assert [rid for rid, _ in timers.pop_due(100.0)] == ["r0", "r2", "r3", "r5"]
+    assert sorted(rid for rid, _ in timers.pop_due(100.0)) == ["r0", "r2", "r3", "r5"]
 
 
 async def test_a_failing_wake_up_does_not_stop_the_others() -> None:
@@ -55,9 +47,11 @@ async def test_a_failing_wake_up_does_not_stop_the_others() -> None:
             raise RuntimeError("corrupt state")
         good_fired.set()
 
-    timers = WakeTimers(fire, clock=lambda: 1e9)  # everything is due at once
-    timers.schedule("bad", 0, 1.0)
-    timers.schedule("good", 0, 2.0)
+    clock = [0.0]
+    timers = PartitionTimers(fire, clock=lambda: clock[0])
+    timers.set("bad", 0, 1.0)
+    timers.set("good", 0, 2.0)
+    clock[0] = 1e9  # everything is due at once
     task = asyncio.create_task(timers.run(max_sleep=0.01))
     try:
         await asyncio.wait_for(good_fired.wait(), timeout=5)
@@ -77,6 +71,16 @@ def test_settings_from_env() -> None:
         Settings.from_env({"DISPATCHER_PARTITIONS": "many"})
     with pytest.raises(SettingsError, match="DISPATCHER_REQUIRE_HTTPS"):
         Settings.from_env({"DISPATCHER_REQUIRE_HTTPS": "maybe"})
+    with pytest.raises(SettingsError, match="DISPATCHER_RETRY_SCHEDULE"):
+        Settings.from_env({"DISPATCHER_RETRY_SCHEDULE": "5s,often"}).policy()
+
+
+def test_policy_from_settings() -> None:
+    env = {"DISPATCHER_RETRY_SCHEDULE": "1s,2s", "DISPATCHER_PROBE_BASE": "0.5"}
+    policy = Settings.from_env(env).policy()
+    assert policy.retry.schedule == (1.0, 2.0) and policy.retry.max_attempts == 3
+    assert policy.breaker.probe_base == 0.5
+    assert Settings().policy().retry.max_attempts == 11
 
 
 FORBIDDEN = {"faust", "aiohttp", "rocksdict", "mode", "aiokafka", "time", "random", "asyncio"}

@@ -1,0 +1,270 @@
+"""Per-receiver operations: state, pause/resume/enable/disable, ping, attempts, dead letters, replay.
+
+Every handler runs on the worker that owns the receiver's partition (the
+others proxy there), because that worker's table holds the receiver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from dispatcher.domain import actor
+from dispatcher.domain.actor import ReceiverState
+from dispatcher.domain.breaker import Circuit
+from dispatcher.domain.errors import InvalidInput
+from dispatcher.domain.ids import check_id, new_id
+from dispatcher.domain.records import (
+    CONTROL_ACTIONS,
+    Message,
+    ReceiverControl,
+    encode_control_record,
+    encode_message_record,
+)
+
+from .api import _dispatcher, _json, read_json
+from .routing import owner_routed
+
+if TYPE_CHECKING:
+    from dispatcher.worker import Dispatcher
+
+MAX_LIST = 1000
+MAX_REPLAY = 10_000
+
+
+def _receiver(dispatcher: Dispatcher, request: web.Request) -> ReceiverState:
+    rid = check_id(request.match_info["receiver_id"], "receiver_id")
+    state = dispatcher.store.load(rid)
+    if state is None:
+        raise InvalidInput("receiver_id", f"no receiver {rid!r}", code="not_found", status=404)
+    return state
+
+
+def receiver_view(dispatcher: Dispatcher, state: ReceiverState, now: float) -> dict[str, Any]:
+    """A receiver's config (without its secret) and its delivery state."""
+    config = state.config.as_dict()
+    config.pop("secret")
+    breaker = state.breaker
+    head = state.head
+    latest = dispatcher.store.attempts(state.receiver_id, state.attempt_no, 1)
+    wake = actor.next_wake(state, dispatcher.runner.policy, dispatcher.deliverer.busy(state.receiver_id))
+    return {
+        **config,
+        "state": {
+            "status": _status(state),
+            "paused": state.paused,
+            "disabled": state.disabled,
+            "disabled_reason": state.disabled_reason or None,
+            "circuit": breaker.circuit.value,
+            "consecutive_failures": breaker.consecutive,
+            "failure_ratio": round(breaker.failure_ratio(), 3),
+            "next_probe_at": breaker.probe_at or None,
+            "next_seq": state.next_seq,
+            "delivered_seq": state.delivered_seq,
+            "head_seq": head,
+            "head_attempts": state.attempts if head else 0,
+            "next_attempt_at": state.next_attempt_at or None,
+            "next_wake_at": wake,
+            "backlog": state.backlog,
+            "oldest_undelivered_age": round(now - state.head_accepted_at, 3)
+            if head and state.head_accepted_at
+            else None,
+            "failing_since": state.failing_since or None,
+            "in_flight": dispatcher.deliverer.busy(state.receiver_id),
+            "delivered": state.delivered,
+            "failed_attempts": state.failed_attempts,
+            "dead_lettered": state.dead_lettered,
+            "last_response": latest[0] if latest else None,
+        },
+    }
+
+
+def _status(state: ReceiverState) -> str:
+    if state.disabled:
+        return "disabled"
+    if state.paused:
+        return "paused"
+    if state.breaker.circuit is not Circuit.CLOSED:
+        return "failing"
+    return "active" if state.failing_since == 0 else "retrying"
+
+
+@owner_routed
+async def get_receiver(request: web.Request) -> web.Response:
+    dispatcher = _dispatcher(request)
+    return _json(receiver_view(dispatcher, _receiver(dispatcher, request), time.time()))
+
+
+def control_handler(action: str) -> Callable[[web.Request], Any]:
+    """POST /v1/receivers/{id}/<action>: applied by the receiver's stream; answers when applied."""
+    assert action in CONTROL_ACTIONS
+    applied: dict[str, Callable[[ReceiverState], bool]] = {
+        "pause": lambda s: s.paused,
+        "resume": lambda s: not s.paused,
+        "enable": lambda s: not s.disabled,
+        "disable": lambda s: s.disabled,
+    }
+
+    @owner_routed
+    async def control(request: web.Request) -> web.Response:
+        dispatcher = _dispatcher(request)
+        state = _receiver(dispatcher, request)
+        reason = ""
+        if request.can_read_body:
+            body = await read_json(request)
+            if not isinstance(body, dict):
+                raise InvalidInput("body", "must be a JSON object")
+            reason = body.get("reason", "")
+            if not isinstance(reason, str) or len(reason) > 500:
+                raise InvalidInput("reason", "must be a string of at most 500 characters")
+        record = encode_control_record(ReceiverControl(action, reason))
+        await dispatcher.produce_requests([(state.receiver_id, record)])
+        state = await _wait_for(dispatcher, state.receiver_id, applied[action])
+        return _json(receiver_view(dispatcher, state, time.time()))
+
+    return control
+
+
+async def _wait_for(
+    dispatcher: Dispatcher, receiver_id: str, done: Callable[[ReceiverState], bool], limit: float = 10.0
+) -> ReceiverState:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        state = dispatcher.store.load(receiver_id)
+        if state is not None and done(state):
+            return state
+        await asyncio.sleep(0.005)
+    raise InvalidInput("receiver_id", "accepted but not yet applied; read the receiver again", "pending", 504)
+
+
+@owner_routed
+async def ping(request: web.Request) -> web.Response:
+    """Send a `webhook.ping` now and answer with the receiver's response."""
+    dispatcher = _dispatcher(request)
+    state = _receiver(dispatcher, request)
+    outcome = await dispatcher.deliverer.ping(state.receiver_id, state.config)
+    await dispatcher.send_outcome(state.receiver_id, outcome)  # attempt log; may close the circuit
+    return _json(
+        {
+            "ok": outcome.ok,
+            "status": outcome.status,
+            "error": outcome.error,
+            "latency_ms": round(outcome.latency_ms, 3),
+            "headers": outcome.headers,
+            "body_prefix": outcome.body_prefix,
+        }
+    )
+
+
+@owner_routed
+async def attempts(request: web.Request) -> web.Response:
+    dispatcher = _dispatcher(request)
+    state = _receiver(dispatcher, request)
+    limit = _int_param(request, "limit", 50, 1, MAX_LIST)
+    return _json({"attempts": dispatcher.store.attempts(state.receiver_id, state.attempt_no, limit)})
+
+
+@owner_routed
+async def last_response(request: web.Request) -> web.Response:
+    dispatcher = _dispatcher(request)
+    state = _receiver(dispatcher, request)
+    latest = dispatcher.store.attempts(state.receiver_id, state.attempt_no, 1)
+    if not latest:
+        raise InvalidInput("receiver_id", "no attempt yet", code="not_found", status=404)
+    return _json(latest[0])
+
+
+@owner_routed
+async def dead_letters(request: web.Request) -> web.Response:
+    dispatcher = _dispatcher(request)
+    state = _receiver(dispatcher, request)
+    after = _int_param(request, "after_seq", 0, 0, 2**62)
+    limit = _int_param(request, "limit", 100, 1, MAX_LIST)
+    rid = state.receiver_id
+    found = dispatcher.store.dead_letters(rid, dispatcher.partition_of(rid), after, limit)
+    return _json(
+        {"dead_letters": found, "next_after_seq": found[-1]["seq"] if len(found) == limit else None}
+    )
+
+
+@owner_routed
+async def replay(request: web.Request) -> web.Response:
+    """Re-enqueue dead letters as new messages (new ids, new seqs) that name the seq they replay.
+
+    Body: `{}` (all), `{"from_seq", "to_seq"}` or `{"since", "until"}` (dead-letter
+    time, epoch seconds); `limit` caps one call (default and max 10,000).
+    """
+    dispatcher = _dispatcher(request)
+    state = _receiver(dispatcher, request)
+    body = await read_json(request) if request.can_read_body else {}
+    pick, limit = _replay_filter(body)
+    rid = state.receiver_id
+    partition = dispatcher.partition_of(rid)
+    now = time.time()
+    chosen: list[dict[str, Any]] = []
+    after = 0
+    while len(chosen) < limit:
+        page = dispatcher.store.dead_letters(rid, partition, after, MAX_LIST)
+        chosen += [letter for letter in page if pick(letter)][: limit - len(chosen)]
+        if len(page) < MAX_LIST:
+            break
+        after = page[-1]["seq"]
+    records, replayed = [], []
+    for letter in chosen:
+        original = letter["message"]
+        msg = Message(
+            new_id("msg"), rid, original["type"], original["data"], original.get("headers") or {},
+            now, letter["seq"],
+        )
+        records.append((rid, encode_message_record(msg)))
+        replayed.append({"replay_of": letter["seq"], "original_id": letter["msg_id"], "id": msg.id})
+    await dispatcher.produce_requests(records)
+    return _json({"replayed": len(replayed), "messages": replayed}, status=202)
+
+
+def _replay_filter(body: object) -> tuple[Callable[[dict[str, Any]], bool], int]:
+    if not isinstance(body, dict):
+        raise InvalidInput("body", "must be a JSON object")
+    for key in body:
+        if key not in ("from_seq", "to_seq", "since", "until", "limit"):
+            raise InvalidInput(str(key), "is not a known field")
+    lo_seq = _number(body, "from_seq", 0)
+    hi_seq = _number(body, "to_seq", float("inf"))
+    since = _number(body, "since", 0)
+    until = _number(body, "until", float("inf"))
+    limit = int(_number(body, "limit", MAX_REPLAY))
+    if not 1 <= limit <= MAX_REPLAY:
+        raise InvalidInput("limit", f"must be 1..{MAX_REPLAY}")
+    if lo_seq > hi_seq:
+        raise InvalidInput("to_seq", "must not be below from_seq")
+    if since > until:
+        raise InvalidInput("until", "must not be before since")
+
+    def pick(letter: dict[str, Any]) -> bool:
+        return lo_seq <= letter["seq"] <= hi_seq and since <= letter["at"] <= until
+
+    return pick, limit
+
+
+def _number(body: dict[str, Any], name: str, default: float) -> float:
+    value = body.get(name, default)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        raise InvalidInput(name, "must be a non-negative number")
+    return value
+
+
+def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidInput(name, f"must be an integer {low}..{high}", status=400) from None
+    if not low <= value <= high:
+        raise InvalidInput(name, f"must be an integer {low}..{high}", status=400)
+    return value
