@@ -105,7 +105,7 @@ class Deliverer:
         self, receiver_id: str, token: str, config: ReceiverConfig, entry: dict[str, Any], attempt: int
     ) -> None:
         async with self._slots:
-            outcome = await self._post(token, config, entry)
+            outcome = replace(await self._post(token, config, entry), attempt=attempt)
         _log_outcome(receiver_id, entry, attempt, outcome)
         try:
             await self._send_outcome(receiver_id, outcome)
@@ -117,7 +117,7 @@ class Deliverer:
 
     async def _probe(self, receiver_id: str, token: str, config: ReceiverConfig, number: int) -> None:
         async with self._slots:
-            outcome = await self._post_ping(receiver_id, token, config)
+            outcome = replace(await self._post_ping(receiver_id, token, config), attempt=number)
         log.info(
             "probe receiver_id=%s number=%d status=%s error=%s",
             receiver_id, number, outcome.status, outcome.error,

@@ -10,6 +10,7 @@ from typing import Any
 
 import faust
 import orjson
+from aiokafka.partitioner import murmur2
 from yarl import URL
 
 from .actor_runner import ActorRunner
@@ -100,8 +101,12 @@ class Dispatcher:
     # ownership ----------------------------------------------------------------
 
     def partition_of(self, receiver_id: str) -> int:
-        tp = self.app.producer.key_partition(self.names["requests"], receiver_id.encode())
-        return tp.partition
+        """The partition Kafka's default partitioner gives this key (as the producer does).
+
+        Computed here rather than from the producer's metadata, which only
+        covers topics the producer has sent to lately.
+        """
+        return (murmur2(receiver_id.encode()) & 0x7FFFFFFF) % self.settings.partitions
 
     def owner_url(self, receiver_id: str) -> URL | None:
         """The web URL of the worker that owns this receiver, or None if unknown."""

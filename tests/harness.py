@@ -128,10 +128,12 @@ class Delivery:
 
     @property
     def seq(self) -> int:
-        return int(self.headers["webhook-sequence"])
+        """The webhook-sequence header; 0 for a ping, which has none."""
+        return int(self.headers.get("webhook-sequence", 0))
 
 
-Behaviour = Callable[[str, Delivery], Awaitable[int]]
+# A behaviour answers a status, or a status and response headers.
+Behaviour = Callable[[str, Delivery], Awaitable[int | tuple[int, dict[str, str]]]]
 
 
 async def answer_200(path: str, delivery: Delivery) -> int:
@@ -180,11 +182,12 @@ class Receiver:
         self.concurrent += 1
         self.max_concurrent = max(self.max_concurrent, self.concurrent)
         try:
-            status = await self.behaviour(delivery.path, delivery)
+            answer = await self.behaviour(delivery.path, delivery)
         finally:
             self.concurrent -= 1
+        status, headers = answer if isinstance(answer, tuple) else (answer, {})
         self.completed.append(delivery)
-        return web.Response(status=status, text="ok" if status < 300 else "no")
+        return web.Response(status=status, text="ok" if status < 300 else "no", headers=headers)
 
     def by_path(self, path: str) -> list[Delivery]:
         return [d for d in self.deliveries if d.path == path]

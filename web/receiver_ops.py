@@ -54,6 +54,7 @@ def receiver_view(dispatcher: Dispatcher, state: ReceiverState, now: float) -> d
     wake = actor.next_wake(state, dispatcher.runner.policy, dispatcher.deliverer.busy(state.receiver_id))
     return {
         **config,
+        "partition": dispatcher.partition_of(state.receiver_id),
         "state": {
             "status": _status(state),
             "paused": state.paused,

@@ -369,8 +369,9 @@ class _Step:
     def result(self, outcome: Outcome) -> None:
         if outcome.probe:
             self._probe_result(outcome)
-        elif outcome.seq != self.state.head:
-            # A late or duplicate outcome (e.g. from a worker that lost the partition).
+        elif outcome.seq != self.state.head or outcome.attempt != self.state.attempts + 1:
+            # A late or duplicate outcome: from a worker that lost the partition, or
+            # replayed from the commands topic after a crash (its effect is in the state).
             self.actions.append(Ignored("stale outcome", outcome.msg_id, outcome.seq))
             self.advance()
         else:
@@ -445,9 +446,14 @@ class _Step:
         self.advance()
 
     def _probe_result(self, outcome: Outcome) -> None:
-        self._log(outcome, 0, "ping" if outcome.manual else "probe")
         before = self.state.breaker
-        breaker = before.probe_result(outcome.ok, self.now, self.policy.breaker)
+        number = 0 if outcome.manual else outcome.attempt
+        if number and not before.fresh_probe(number):
+            self.actions.append(Ignored("stale probe result", outcome.msg_id))
+            self.advance()
+            return
+        self._log(outcome, number, "ping" if outcome.manual else "probe")
+        breaker = before.probe_result(outcome.ok, self.now, self.policy.breaker, number)
         if before.circuit is Circuit.OPEN and breaker.circuit is Circuit.HALF_OPEN:
             self.update(next_attempt_at=0.0)  # the head goes out now, once
         self.update(breaker=breaker)
@@ -477,8 +483,12 @@ class _Step:
         seq = state.head
         assert seq is not None
         kept = state.dead_letters_kept + 1
+        tried = state.attempts > 0  # else the last status belongs to another message or a probe
         self.writes.append(
-            DeadLetterHead(seq, reason, detail, state.attempts, state.last_status, state.last_error)
+            DeadLetterHead(
+                seq, reason, detail, state.attempts,
+                state.last_status if tried else None, state.last_error if tried else None,
+            )
         )
         if kept > self.policy.dead_letters_keep:
             kept = self.policy.dead_letters_keep

@@ -39,6 +39,7 @@ class Breaker:
     recent: int = 0  # bit i = attempt i back failed (newest is bit 0)
     recent_n: int = 0
     probes: int = 0  # probes sent since the circuit opened
+    answered: int = 0  # the last probe whose result was applied
     probe_at: float = 0.0  # when the next probe is due (open only)
     opened_at: float = 0.0
 
@@ -62,13 +63,18 @@ class Breaker:
             return self._open(now, policy, consecutive, recent, n)
         return replace(self, consecutive=consecutive, recent=recent, recent_n=n)
 
-    def probe_result(self, ok: bool, now: float, policy: BreakerPolicy) -> Breaker:
-        """A probe finished; only an open circuit cares."""
-        if self.circuit is not Circuit.OPEN:
+    def probe_result(self, ok: bool, now: float, policy: BreakerPolicy, number: int = 0) -> Breaker:
+        """Probe `number` finished (0: a ping asked for by hand); only an open circuit cares."""
+        if self.circuit is not Circuit.OPEN or (number and not self.fresh_probe(number)):
             return self
+        answered = number or self.answered
         if ok:
-            return replace(self, circuit=Circuit.HALF_OPEN, probe_at=0.0)
-        return replace(self, probe_at=now + policy.probe_delay(self.probes))
+            return replace(self, circuit=Circuit.HALF_OPEN, probe_at=0.0, answered=answered)
+        return replace(self, probe_at=now + policy.probe_delay(self.probes), answered=answered)
+
+    def fresh_probe(self, number: int) -> bool:
+        """False for an older probe's result, or this one's replayed after a crash."""
+        return number == self.probes and number > self.answered
 
     def probe_sent(self, now: float, policy: BreakerPolicy) -> Breaker:
         """A probe went out; `probe_at` becomes its lease, in case its result is lost."""
@@ -78,5 +84,12 @@ class Breaker:
         probes = self.probes if self.circuit is Circuit.HALF_OPEN else 0
         opened_at = self.opened_at if self.circuit is Circuit.HALF_OPEN else now
         return Breaker(
-            Circuit.OPEN, consecutive, recent, n, probes, now + policy.probe_delay(probes), opened_at
+            circuit=Circuit.OPEN,
+            consecutive=consecutive,
+            recent=recent,
+            recent_n=n,
+            probes=probes,
+            answered=probes,
+            probe_at=now + policy.probe_delay(probes),
+            opened_at=opened_at,
         )

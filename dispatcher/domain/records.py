@@ -89,6 +89,7 @@ class Outcome:
     at: float
     body_prefix: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    attempt: int = 0  # which attempt of the seq (or which probe) this answers
     probe: bool = False  # a webhook.ping, not a message (seq is 0)
     manual: bool = False  # a ping asked for through the API
 

@@ -42,9 +42,24 @@ def msg(i: int, at: float = 0.0) -> Message:
     return Message(f"m{i}", "r1", "a.b", {"i": i}, accepted_at=at)
 
 
-def outcome(seq: int, status: int | None, **kw: Any) -> Outcome:
+def outcome(seq: int, status: int | None, attempt: int = 1, **kw: Any) -> Outcome:
     ok = status is not None and 200 <= status < 300
-    return Outcome(seq, f"m{seq}", "t", ok, status, None if status else "timeout", 1.0, 0.0, **kw)
+    error = None if status else "timeout"
+    return Outcome(seq, f"m{seq}", "t", ok, status, error, 1.0, 0.0, attempt=attempt, **kw)
+
+
+def answer(state: ReceiverState, status: int | None, **kw: Any) -> Result:
+    """The result of the head's current attempt."""
+    assert state.head is not None
+    return Result(outcome(state.head, status, attempt=state.attempts + 1, **kw))
+
+
+def probe_result(state: ReceiverState, ok: bool, status: int | None = None) -> Result:
+    """The result of the latest probe."""
+    status = status or (200 if ok else None)
+    error = None if ok else "refused"
+    number = state.breaker.probes
+    return Result(Outcome(0, "ping_x", "t", ok, status, error, 1.0, 0.0, attempt=number, probe=True))
 
 
 def step(
@@ -92,7 +107,8 @@ def test_second_message_waits_behind_the_head() -> None:
 
 
 def test_success_advances_logs_and_delivers_the_next() -> None:
-    state, effects = step(with_backlog(2), Result(outcome(1, 200)), 5.0)
+    state = with_backlog(2)
+    state, effects = step(state, answer(state, 200), 5.0)
     assert isinstance(effects[0], LogAttempt) and effects[0].number == 1
     assert effects[1:] == [SaveState(), DeleteBacklog(1), Deliver(2, 1)]
     assert (state.delivered_seq, state.delivered, state.last_status) == (1, 1, 200)
@@ -102,12 +118,12 @@ def test_failures_follow_the_schedule_then_success_resets() -> None:
     state = with_backlog(1)
     dues = []
     for _ in range(5):
-        state, effects = step(state, Result(outcome(1, 500)), 100.0)
+        state, effects = step(state, answer(state, 500), 100.0)
         assert io(effects) == [SaveState()]
         dues.append(state.next_attempt_at - 100.0)
     assert dues == [1.0, 2.0, 4.0, 8.0, 8.0]  # the last delay repeats past the schedule
     assert state.attempts == 5 and state.failed_attempts == 5 and state.failing_since == 100.0
-    state, _ = step(state, Result(outcome(1, 204)), 200.0)
+    state, _ = step(state, answer(state, 204), 200.0)
     assert (state.attempts, state.next_attempt_at, state.head, state.failing_since) == (0, 0.0, None, 0.0)
 
 
@@ -152,7 +168,8 @@ def test_reconfigure_resumes_a_waiting_head() -> None:
 
 
 def test_state_round_trips_through_bytes() -> None:
-    state, _ = step(with_backlog(1), Result(outcome(1, 500)), 3.0)
+    state = with_backlog(1)
+    state, _ = step(state, answer(state, 500), 3.0)
     state = replace(state, breaker=replace(state.breaker, circuit=Circuit.OPEN, probe_at=9.0))
     assert ReceiverState.from_bytes(state.to_bytes()) == state
 
@@ -161,7 +178,8 @@ def test_state_round_trips_through_bytes() -> None:
 
 
 def test_permanent_status_dead_letters_the_head_and_moves_on() -> None:
-    state, effects = step(with_backlog(2), Result(outcome(1, 400)), 5.0)
+    state = with_backlog(2)
+    state, effects = step(state, answer(state, 400), 5.0)
     head = effects[1]
     assert isinstance(head, DeadLetterHead) and (head.seq, head.reason) == (1, "permanent_status")
     assert io(effects)[1:] == [SaveState(), DeleteBacklog(1), Deliver(2, 1)]
@@ -171,7 +189,7 @@ def test_permanent_status_dead_letters_the_head_and_moves_on() -> None:
 def test_receiver_overrides_make_404_retryable() -> None:
     config = replace(CONFIG, retry={"retryable_statuses": [404]})
     state = replace(with_backlog(1), config=config)
-    state, effects = step(state, Result(outcome(1, 404)), 5.0)
+    state, effects = step(state, answer(state, 404), 5.0)
     assert io(effects) == [SaveState()] and state.next_attempt_at == 6.0
 
 
@@ -179,9 +197,9 @@ def test_max_attempts_dead_letters_the_head() -> None:
     policy = replace(POLICY, retry=replace(RETRY, max_attempts=3))
     state = with_backlog(2, policy)
     for _ in range(2):
-        state, _ = step(state, Result(outcome(1, 503)), 5.0, policy)
+        state, _ = step(state, answer(state, 503), 5.0, policy)
     assert state.head == 1
-    state, effects = step(state, Result(outcome(1, 503)), 5.0, policy)
+    state, effects = step(state, answer(state, 503), 5.0, policy)
     letters = [e for e in effects if isinstance(e, DeadLetterHead)]
     assert [(d.seq, d.reason, d.attempts, d.last_status) for d in letters] == [(1, "max_attempts", 3, 503)]
     assert state.head == 2 and effects[-1] == Deliver(2, 1)
@@ -189,14 +207,15 @@ def test_max_attempts_dead_letters_the_head() -> None:
 
 def test_retry_after_stretches_the_delay_on_429() -> None:
     state = with_backlog(1)
-    state, _ = step(state, Result(outcome(1, 429, headers={"retry-after": "30"})), 100.0)
+    state, _ = step(state, answer(state, 429, headers={"retry-after": "30"}), 100.0)
     assert state.next_attempt_at == 130.0
-    state, _ = step(state, Result(outcome(1, 429, headers={"retry-after": "0"})), 200.0)
+    state, _ = step(state, answer(state, 429, headers={"retry-after": "0"}), 200.0)
     assert state.next_attempt_at == 202.0  # never shorter than the schedule
 
 
 def test_410_disables_and_parks_the_backlog_until_enabled() -> None:
-    state, effects = step(with_backlog(3), Result(outcome(1, 410)), 5.0)
+    state = with_backlog(3)
+    state, effects = step(state, answer(state, 410), 5.0)
     assert state.disabled and "410" in state.disabled_reason
     assert io(effects) == [SaveState()]
     assert next_wake(state, POLICY, False) == state.dedup_sweep_at  # only housekeeping
@@ -209,7 +228,7 @@ def test_410_disables_and_parks_the_backlog_until_enabled() -> None:
 
 def test_pause_holds_delivery_and_resume_restarts_it() -> None:
     state, _ = step(with_backlog(1), Control("pause"), 1.0, in_flight=True)
-    state, effects = step(state, Result(outcome(1, 500)), 2.0)
+    state, effects = step(state, answer(state, 500), 2.0)
     assert not any(isinstance(e, Deliver) for e in effects)
     state, effects = step(state, Wake(), 500.0)
     assert effects == []
@@ -224,7 +243,7 @@ def test_max_age_dead_letters_every_expired_head() -> None:
     for i, at in backlog.items():
         state, _ = step(state, Intake(msg(i, at)), at, policy, in_flight=True, backlog=backlog)
     assert next_wake(state, policy, in_flight=False) == 0.0  # head 1 is due now
-    state, _ = step(state, Result(outcome(1, 500)), 50.0, policy, backlog=backlog)
+    state, _ = step(state, answer(state, 500), 50.0, policy, backlog=backlog)
     assert next_wake(state, policy, in_flight=False) == 51.0
     state, effects = step(state, Wake(), 150.0, policy, backlog=backlog)
     letters = [(e.seq, e.reason) for e in effects if isinstance(e, DeadLetterHead)]
@@ -244,8 +263,8 @@ def test_dead_letters_kept_are_capped() -> None:
     policy = replace(POLICY, dead_letters_keep=2, retry=replace(RETRY, max_attempts=1))
     state = with_backlog(4, policy)
     trims = 0
-    for seq in (1, 2, 3):
-        state, effects = step(state, Result(outcome(seq, 500)), 1.0, policy)
+    for _ in range(3):
+        state, effects = step(state, answer(state, 500), 1.0, policy)
         trims += sum(isinstance(e, actor.TrimDeadLetters) for e in effects)
     assert (state.dead_letters_kept, state.dead_lettered, trims) == (2, 3, 1)
 
@@ -260,32 +279,32 @@ OPENING = replace(POLICY, breaker=BREAKER)
 def test_breaker_opens_probes_then_half_opens_and_closes() -> None:
     state = with_backlog(2, OPENING)
     for t in (1.0, 2.0, 3.0):
-        state, effects = step(state, Result(outcome(1, 503)), t, OPENING)
+        state, effects = step(state, answer(state, 503), t, OPENING)
     assert state.breaker.circuit is Circuit.OPEN and state.breaker.probe_at == 13.0
     assert next_wake(state, OPENING, False) == 13.0
     assert step(state, Wake(), 12.0, OPENING)[1] == []  # no message while open
     state, effects = step(state, Wake(), 13.0, OPENING)
     assert effects == [SaveState(), Probe(1)]
-    probe = Outcome(0, "ping_x", "t", False, None, "refused", 1.0, 13.0, probe=True)
-    state, effects = step(state, Result(probe), 14.0, OPENING)
+    failed = probe_result(state, ok=False)
+    state, effects = step(state, failed, 14.0, OPENING)
     assert state.breaker.probe_at == 34.0  # 14 + 10 x 2: probes space out
+    replayed, effects = step(state, failed, 15.0, OPENING)  # after a crash: already applied
+    assert replayed == state and effects == [Ignored("stale probe result", "ping_x")]
     state, effects = step(state, Wake(), 34.0, OPENING)
     assert effects[-1] == Probe(2)
-    ok_probe = replace(probe, ok=True, status=200, error=None)
-    state, effects = step(state, Result(ok_probe), 35.0, OPENING)
+    state, effects = step(state, probe_result(state, ok=True), 35.0, OPENING)
     assert state.breaker.circuit is Circuit.HALF_OPEN and effects[-1] == Deliver(1, 4)
-    state, effects = step(state, Result(outcome(1, 200)), 36.0, OPENING)
+    state, effects = step(state, answer(state, 200), 36.0, OPENING)
     assert state.breaker.circuit is Circuit.CLOSED and effects[-1] == Deliver(2, 1)
 
 
 def test_half_open_failure_reopens_with_a_longer_wait() -> None:
     state = with_backlog(1, OPENING)
     for t in (1.0, 2.0, 3.0):
-        state, _ = step(state, Result(outcome(1, 503)), t, OPENING)
+        state, _ = step(state, answer(state, 503), t, OPENING)
     state, _ = step(state, Wake(), 13.0, OPENING)
-    ok_probe = Outcome(0, "p", "t", True, 200, None, 1.0, 13.0, probe=True)
-    state, _ = step(state, Result(ok_probe), 14.0, OPENING)
-    state, _ = step(state, Result(outcome(1, 500)), 15.0, OPENING)
+    state, _ = step(state, probe_result(state, ok=True), 14.0, OPENING)
+    state, _ = step(state, answer(state, 500), 15.0, OPENING)
     assert state.breaker.circuit is Circuit.OPEN and state.breaker.probe_at == 35.0
 
 
@@ -293,18 +312,19 @@ def test_failing_longer_than_disable_after_disables() -> None:
     policy = replace(OPENING, disable_after=100.0)
     state = with_backlog(1, policy)
     for t in (1.0, 2.0, 3.0):
-        state, _ = step(state, Result(outcome(1, 503)), t, policy)
-    failed_probe = Outcome(0, "p", "t", False, 500, None, 1.0, 0.0, probe=True)
-    state, _ = step(state, Result(failed_probe), 50.0, policy)
+        state, _ = step(state, answer(state, 503), t, policy)
+    state, _ = step(state, Wake(), 50.0, policy)
+    state, _ = step(state, probe_result(state, ok=False, status=500), 50.0, policy)
     assert not state.disabled
-    state, _ = step(state, Result(failed_probe), 101.0, policy)
+    state, _ = step(state, Wake(), 101.0, policy)
+    state, _ = step(state, probe_result(state, ok=False, status=500), 101.0, policy)
     assert state.disabled and "failing for" in state.disabled_reason
 
 
 def test_manual_ping_success_half_opens_an_open_circuit() -> None:
     state = with_backlog(1, OPENING)
     for t in (1.0, 2.0, 3.0):
-        state, _ = step(state, Result(outcome(1, 503)), t, OPENING)
+        state, _ = step(state, answer(state, 503), t, OPENING)
     ping = Outcome(0, "p", "manual", True, 200, None, 1.0, 4.0, probe=True, manual=True)
     state, effects = step(state, Result(ping), 4.0, OPENING)
     assert effects[0].kind == "ping" and effects[-1] == Deliver(1, 4)
@@ -323,7 +343,7 @@ def test_every_wake_makes_progress() -> None:
             backlog[state.next_seq] = now
             command: actor.Command = Intake(msg(state.next_seq, now))
         elif roll < 0.6 and in_flight and state.head:
-            command = Result(outcome(state.head, rng.choice([200, 500, 429, 400, None])))
+            command = answer(state, rng.choice([200, 500, 429, 400, None]))
             in_flight = False
         elif roll < 0.65:
             command = Control(rng.choice(["pause", "resume", "enable", "disable"]))
@@ -340,3 +360,13 @@ def test_every_wake_makes_progress() -> None:
             woken, effects = step(state, Wake(sweep), now, policy, in_flight, backlog)
             assert effects, (state, due)
             assert effects != [SaveState()] or woken.dedup_sweep_at > now
+
+
+def test_an_outcome_replayed_after_a_crash_counts_once() -> None:
+    """The new owner re-reads outcomes the old owner applied but had not committed."""
+    state = with_backlog(1)
+    failure = answer(state, 500)
+    state, _ = step(state, failure, 10.0)
+    replayed, effects = step(state, failure, 11.0, in_flight=True)
+    assert replayed == state and effects == [Ignored("stale outcome", "m1", 1)]
+    assert (state.attempts, state.next_attempt_at) == (1, 11.0)
