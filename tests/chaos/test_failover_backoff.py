@@ -60,6 +60,10 @@ async def test_retry_survives_kill9_and_is_not_early(make_worker) -> None:
 
         owner = next(w for w, p in zip(workers, parts, strict=True) if partition in p)
         survivor = next(w for w in workers if w is not owner)
+        # The API reads the owner's local table. Give the changelog write of the failure
+        # time to be acked (offsets commit every second, after a full flush): a kill before
+        # that legitimately loses the failure, and the new owner re-sends at once.
+        await asyncio.sleep(max(0.0, recv.completed[0].at + 3.0 - time.time()))
         killed_at = time.time()
         owner.kill9()
         await wait_until(lambda: len(recv.completed) == 2, BACKOFF + 60, "the retry on the new owner")
