@@ -1,0 +1,78 @@
+"""The actor table's layout on a real RocksDB: dedup sweep, dead letters, attempt log.
+
+Faust's table is replaced by the two things the store uses of it: item writes and
+deletes, and its per-partition RocksDB (`data._db_for_partition`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from rocksdict import Rdict
+
+from dispatcher.actor_store import ActorStore
+
+
+class OnePartitionTable:
+    def __init__(self, path: Path) -> None:
+        self.db = Rdict(str(path))
+        self.data = self
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.db.get(key)
+
+    def _db_for_partition(self, partition: int) -> Rdict:
+        return self.db
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        self.db[key] = value
+
+    def __delitem__(self, key: bytes) -> None:
+        del self.db[key]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[ActorStore]:
+    table = OnePartitionTable(tmp_path / "db")
+    yield ActorStore(table)
+    table.db.close()
+
+
+def test_dedup_sweep_deletes_expired_ids_in_seq_order(store: ActorStore) -> None:
+    for seq in range(1, 11):
+        store.remember_id("r1", f"m{seq}", seq, expires_at=100.0 + seq)
+    store.remember_id("r2", "other", 1, expires_at=101.0)
+    assert store.seen_seq("r1", "m3", now=50.0) == 3
+    assert store.sweep_dedup("r1", 0, now=104.5) == 105.0  # m1..m4 gone, m5 next
+    assert [store.seen_seq("r1", f"m{i}", now=0.0) for i in (1, 4, 5)] == [None, None, 5]
+    assert store.seen_seq("r2", "other", now=0.0) == 1, "another receiver's ids are untouched"
+    assert store.sweep_dedup("r1", 0, now=1000.0, limit=3) == 1000.0  # more to do: at once
+    assert store.sweep_dedup("r1", 0, now=1000.0) == 0.0
+    assert all(store.seen_seq("r1", f"m{i}", now=0.0) is None for i in range(1, 11))
+
+
+def test_dedup_sweep_keeps_an_id_reused_after_it_expired(store: ActorStore) -> None:
+    store.remember_id("r1", "m", 1, expires_at=10.0)
+    store.remember_id("r1", "m", 7, expires_at=500.0)  # accepted again once expired: seq 7
+    assert store.sweep_dedup("r1", 0, now=20.0) == 500.0
+    assert store.seen_seq("r1", "m", now=20.0) == 7
+
+
+def test_dead_letters_list_in_seq_order_and_trim_oldest(store: ActorStore) -> None:
+    for seq in (3, 1, 2, 5):
+        store.put_dead_letter("r1", seq, orjson.dumps({"seq": seq}))
+    store.put_dead_letter("r10", 1, orjson.dumps({"seq": 99}))  # a prefix-sharing receiver id
+    assert [x["seq"] for x in store.dead_letters("r1", 0)] == [1, 2, 3, 5]
+    assert [x["seq"] for x in store.dead_letters("r1", 0, after_seq=2, limit=1)] == [3]
+    store.trim_dead_letters("r1", 0, keep=2)
+    assert [x["seq"] for x in store.dead_letters("r1", 0)] == [3, 5]
+
+
+def test_attempt_log_keeps_the_newest(store: ActorStore) -> None:
+    for n in range(1, 8):
+        store.log_attempt("r1", n, keep=3, record=orjson.dumps({"number": n}))
+    assert [a["number"] for a in store.attempts("r1", newest=7, limit=10)] == [7, 6, 5]
+    assert [a["number"] for a in store.attempts("r1", newest=7, limit=2)] == [7, 6]
