@@ -214,9 +214,12 @@ async def replay(request: web.Request) -> web.Response:
         if len(page) < MAX_LIST:
             break
         after = page[-1]["seq"]
-    records, replayed = [], []
+    records, replayed, skipped = [], [], []
     for letter in chosen:
         original = letter["message"]
+        if not original.get("type"):  # its backlog entry was lost: nothing to send again
+            skipped.append(letter["seq"])
+            continue
         msg = Message(
             new_id("msg"), rid, original["type"], original["data"], original.get("headers") or {},
             now, letter["seq"],
@@ -224,7 +227,8 @@ async def replay(request: web.Request) -> web.Response:
         records.append((rid, encode_message_record(msg)))
         replayed.append({"replay_of": letter["seq"], "original_id": letter["msg_id"], "id": msg.id})
     await dispatcher.produce_requests(records)
-    return _json({"replayed": len(replayed), "messages": replayed}, status=202)
+    body = {"replayed": len(replayed), "messages": replayed, "skipped_seqs": skipped}
+    return _json(body, status=202)
 
 
 def _replay_filter(body: object) -> tuple[Callable[[dict[str, Any]], bool], int]:
