@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import orjson
 import pytest
@@ -12,25 +11,9 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from dispatcher.broker import EmbeddedBroker
-from tests.harness import Api, Receiver, WorkerProcess, new_app_id, wait_until
+from tests.harness import Api, Receiver, WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-async def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator:
-    tmp = tmp_path_factory.mktemp("delivery")
-    proc = WorkerProcess(broker.url, new_app_id(), tmp / "data", tmp / "worker.log").start()
-    await proc.wait_ready()
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-async def api(worker: WorkerProcess) -> AsyncIterator[Api]:
-    client = Api(worker.url)
-    yield client
-    await client.close()
 
 
 async def test_standard_webhooks_library_accepts_every_delivery(api: Api, receiver: Receiver) -> None:

@@ -8,32 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from standardwebhooks import Webhook
 
-from dispatcher.broker import EmbeddedBroker
-from tests.harness import Api, Delivery, Receiver, WorkerProcess, first_copies, new_app_id, wait_until
+from tests.harness import Api, Delivery, Receiver, first_copies, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-async def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator:
-    tmp = tmp_path_factory.mktemp("retries")
-    proc = WorkerProcess(broker.url, new_app_id(), tmp / "data", tmp / "worker.log").start()
-    await proc.wait_ready()
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-async def api(worker: WorkerProcess) -> AsyncIterator[Api]:
-    client = Api(worker.url)
-    yield client
-    await client.close()
 
 
 def messages(rid: str, n: int, start: int = 0) -> list[dict[str, Any]]:
