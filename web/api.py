@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
+from dispatcher.domain.actor import ReceiverState
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.ids import check_id, new_id
 from dispatcher.domain.records import (
     Message,
-    ReceiverConfig,
     encode_message_record,
     encode_upsert_record,
     parse_message_spec,
@@ -62,18 +63,25 @@ async def create_receiver(request: web.Request) -> web.StreamResponse:
     if not dispatcher.is_local(rid):
         return await forward_to_owner(dispatcher, request, rid, {**body, "id": rid, "secret": config.secret})
     await dispatcher.produce_requests([(rid, encode_upsert_record(config))])
-    await _wait_applied(dispatcher, config)
+    await wait_applied(dispatcher, rid, lambda state: state.config == config, "id")
     return _json(config.as_dict(), status=201)
 
 
-async def _wait_applied(dispatcher: Dispatcher, config: ReceiverConfig, limit: float = 10.0) -> None:
+async def wait_applied(
+    dispatcher: Dispatcher,
+    receiver_id: str,
+    done: Callable[[ReceiverState], bool],
+    field: str = "receiver_id",
+    limit: float = 10.0,
+) -> ReceiverState:
+    """Wait until the owner's stream has applied a record the API produced (read your write)."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        state = dispatcher.store.load(config.id)
-        if state is not None and state.config == config:
-            return
+        state = dispatcher.store.load(receiver_id)
+        if state is not None and done(state):
+            return state
         await asyncio.sleep(0.005)
-    raise InvalidInput("id", "receiver accepted but not yet applied; retry the read", "pending", 504)
+    raise InvalidInput(field, "accepted but not yet applied; read the receiver again", "pending", 504)
 
 
 async def send_message(request: web.Request) -> web.Response:

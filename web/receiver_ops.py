@@ -6,7 +6,6 @@ others proxy there), because that worker's table holds the receiver.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -26,7 +25,7 @@ from dispatcher.domain.records import (
     encode_message_record,
 )
 
-from .api import _dispatcher, _json, read_json
+from .api import _dispatcher, _json, read_json, wait_applied
 from .routing import owner_routed
 
 if TYPE_CHECKING:
@@ -124,22 +123,10 @@ def control_handler(action: str) -> Callable[[web.Request], Any]:
                 raise InvalidInput("reason", "must be a string of at most 500 characters")
         record = encode_control_record(ReceiverControl(action, reason))
         await dispatcher.produce_requests([(state.receiver_id, record)])
-        state = await _wait_for(dispatcher, state.receiver_id, applied[action])
+        state = await wait_applied(dispatcher, state.receiver_id, applied[action])
         return _json(receiver_view(dispatcher, state, time.time()))
 
     return control
-
-
-async def _wait_for(
-    dispatcher: Dispatcher, receiver_id: str, done: Callable[[ReceiverState], bool], limit: float = 10.0
-) -> ReceiverState:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        state = dispatcher.store.load(receiver_id)
-        if state is not None and done(state):
-            return state
-        await asyncio.sleep(0.005)
-    raise InvalidInput("receiver_id", "accepted but not yet applied; read the receiver again", "pending", 504)
 
 
 @owner_routed
