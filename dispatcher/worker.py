@@ -43,7 +43,7 @@ class Dispatcher:
         transport = transport or AiohttpTransport(
             settings.timeout, settings.connect_timeout, settings.response_cap, settings.max_in_flight
         )
-        self.deliverer = Deliverer(transport, self._send_outcome, settings.max_in_flight)
+        self.deliverer = Deliverer(transport, self.send_outcome, settings.max_in_flight)
         self.timers = PartitionTimers(self._send_wake, settings.timer_resolution)
         policy = settings.policy()
         self.store = ActorStore(self.topology.actors)
@@ -77,9 +77,6 @@ class Dispatcher:
         ]
         for fut in futures:
             await fut
-
-    async def _send_outcome(self, receiver_id: str, outcome: Outcome) -> None:
-        await self.topology.commands.send(key=receiver_id.encode(), value=encode_outcome(outcome))
 
     async def send_outcome(self, receiver_id: str, outcome: Outcome) -> None:
         """Report an outcome to the receiver's actor and wait until the broker has it."""
