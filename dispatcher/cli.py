@@ -15,6 +15,9 @@ import urllib.request
 from .broker import EMBEDDED_BROKER_SETTINGS, EmbeddedBroker, free_port
 from .settings import Settings, SettingsError
 
+# `dev` runs receivers on the developer's machine; a worker allows no loopback.
+DEV_ALLOW_TARGETS = "127.0.0.0/8,::1/128"
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="webhook-dispatcher")
@@ -37,6 +40,7 @@ def _worker() -> int:
     from .worker import run_worker
 
     settings = Settings.from_env()
+    settings.target_policy()  # a bad allow list stops the worker here, naming the entry
     if not settings.api_token:
         print("configuration error: DISPATCHER_API_TOKEN must be set for a worker", file=sys.stderr)
         return 2
@@ -45,7 +49,7 @@ def _worker() -> int:
 
 def _dev(broker_port: int) -> int:
     """Embedded broker + one worker child; both stopped on Ctrl-C or SIGTERM."""
-    settings = Settings.from_env(require_https=False)
+    settings = Settings.from_env(require_https=False, allow_targets=DEV_ALLOW_TARGETS)
     token = settings.api_token or secrets.token_urlsafe(24)
     data_dir = settings.data_dir / "dev"
     # The embedded broker keeps nothing across runs, so neither may the tables.
@@ -59,6 +63,7 @@ def _dev(broker_port: int) -> int:
         "DISPATCHER_API_TOKEN": token,
         "DISPATCHER_DATA_DIR": str(data_dir),
         "DISPATCHER_REQUIRE_HTTPS": "true" if settings.require_https else "false",
+        "DISPATCHER_ALLOW_TARGETS": settings.allow_targets,
     }
     worker = subprocess.Popen([sys.executable, "-m", "dispatcher", "worker"], env=env)
     stopping = False
@@ -102,7 +107,9 @@ def _banner(api: str, token: str, broker: str, settings: Settings) -> None:
         f"  API token:  {token}",
         f"  broker:     {broker} (embedded, memory only)",
         f"  data dir:   {settings.data_dir / 'dev'}",
-        "  targets:    dev mode; receiver URLs may be http:// and loopback",
+        f"  targets:    dev mode allows {settings.target_policy().allow.describe()}"
+        f"{'' if settings.require_https else ' and http://'};",
+        "              other private, link-local and metadata addresses stay refused",
         "  try:",
         f"    curl -s -H 'Authorization: Bearer {token}' -H 'content-type: application/json' \\",
         f"      -d '{{\"url\": \"http://127.0.0.1:9000/hook\"}}' {api}/v1/receivers",

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .domain.actor import Policy
+from .domain.addresses import AllowList, TargetPolicy
 from .domain.breaker import BreakerPolicy
 from .domain.errors import InvalidInput
 from .domain.retry import RetryPolicy, parse_schedule
@@ -30,13 +31,19 @@ class Settings:
     data_dir: Path = Path("./data")
     partitions: int = 8
     api_token: str = ""
+    # Exceptions to the SSRF deny table: CIDRs and address:port pairs. `dev`
+    # allows loopback; a worker allows nothing private unless told here.
     allow_targets: str = ""
     require_https: bool = True
+    ca_file: str = ""  # extra CA bundle to trust (private receivers); verification stays on
     log_level: str = "info"
     # delivery
     timeout: float = 15.0
     connect_timeout: float = 5.0
     response_cap: int = 64 * 1024
+    # receivers
+    verify_endpoints: bool = False  # default of a receiver's `verify`
+    secret_grace: float = 86400.0  # how long a rotated-out secret still signs
     max_in_flight: int = 512
     # retries: a comma-separated schedule of delays after each failure, or
     # "exponential" (retry_base x 2^(n-1) with full jitter, capped at retry_cap)
@@ -86,6 +93,12 @@ class Settings:
             if raw is not None:
                 values[f.name] = _convert(f.name, raw, getattr(base, f.name))
         return replace(base, **values)
+
+    def target_policy(self) -> TargetPolicy:
+        try:
+            return TargetPolicy(AllowList.parse(self.allow_targets))
+        except InvalidInput as exc:
+            raise SettingsError(f"{exc.field}: {exc.message}") from exc
 
     def policy(self) -> Policy:
         """The actor's default policy; a receiver's `retry` object overrides its part."""

@@ -1,13 +1,25 @@
-"""The HTTP seam: one POST, answered with a capped response summary."""
+"""The HTTP seam: one POST, answered with a capped response summary.
+
+A hostile receiver gets nothing from us but its request: no redirect is
+followed, no proxy or cookie is used, TLS is always verified, the body is read
+up to a cap and decompressed up to a cap, and every connection goes through
+the target guard.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
+import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import aiohttp
+
+from .target_guard import BlockedTarget, TargetGuard
 
 # Response headers worth keeping for the developer UI; others are dropped.
 KEPT_RESPONSE_HEADERS = frozenset(
@@ -32,17 +44,39 @@ class Transport(Protocol):
     async def close(self) -> None: ...
 
 
-class AiohttpTransport:
-    """One shared ClientSession: no redirects, no cookies, no proxies from env."""
+# Response header limits: aiohttp refuses a response past them (a parse error).
+MAX_HEADER_LINE = 8190
+MAX_RESPONSE_HEADERS = 64
 
-    def __init__(self, timeout: float, connect_timeout: float, response_cap: int, limit: int):
+
+class AiohttpTransport:
+    """One shared ClientSession for every receiver, built for hostile peers."""
+
+    def __init__(
+        self,
+        guard: TargetGuard,
+        timeout: float,
+        connect_timeout: float,
+        response_cap: int,
+        limit: int,
+        ca_file: Path | None = None,
+    ):
+        self._guard = guard
         self._timeout = aiohttp.ClientTimeout(total=timeout, connect=connect_timeout)
         self._cap = response_cap
         self._limit = limit
+        self._ssl = _tls_context(ca_file)
         self._session: aiohttp.ClientSession | None = None
 
     def _open(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(limit=self._limit, limit_per_host=0, ttl_dns_cache=60)
+        connector = aiohttp.TCPConnector(
+            limit=self._limit,
+            limit_per_host=0,
+            ttl_dns_cache=60,  # holds only addresses the guard allowed
+            resolver=self._guard.resolver(),
+            socket_factory=self._guard.socket_factory,
+            ssl=self._ssl,
+        )
         return aiohttp.ClientSession(
             connector=connector,
             timeout=self._timeout,
@@ -51,21 +85,25 @@ class AiohttpTransport:
             cookie_jar=aiohttp.DummyCookieJar(),
             skip_auto_headers=("User-Agent",),
             headers={"user-agent": "webhook-dispatcher"},
+            max_line_size=MAX_HEADER_LINE,
+            max_field_size=MAX_HEADER_LINE,
+            max_headers=MAX_RESPONSE_HEADERS,
         )
 
     async def post(self, url: str, headers: dict[str, str], body: bytes) -> Response:
         if self._session is None:
             self._session = self._open()
         try:
-            async with self._session.post(
-                url, data=body, headers=headers, allow_redirects=False
-            ) as resp:
-                prefix = await _read_capped(resp, self._cap)
+            async with self._session.post(url, data=body, headers=headers, allow_redirects=False) as resp:
+                raw = await _read_capped(resp, self._cap)
                 kept = {k.lower(): v for k, v in resp.headers.items()}
                 kept = {k: v for k, v in kept.items() if k in KEPT_RESPONSE_HEADERS}
-                return Response(resp.status, kept, prefix)
+                return Response(resp.status, kept, _decoded(raw, resp.headers, self._cap))
         except TimeoutError as exc:
             raise DeliveryError("timeout") from exc
+        except aiohttp.ClientConnectorError as exc:
+            blocked = exc.os_error if isinstance(exc.os_error, BlockedTarget) else None
+            raise DeliveryError(str(blocked) if blocked else f"{type(exc).__name__}: {exc}") from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise DeliveryError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -73,6 +111,29 @@ class AiohttpTransport:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def _tls_context(ca_file: Path | None) -> ssl.SSLContext:
+    """Verification always on; `ca_file` adds a private CA to the system's, never replaces checks."""
+    context = ssl.create_default_context()
+    if ca_file is not None:
+        context.load_verify_locations(cafile=str(ca_file))
+    return context
+
+
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def _decoded(raw: bytes, headers: Mapping[str, str], cap: int) -> bytes:
+    """The body as the receiver meant it, inflated to at most `cap` bytes (a gzip bomb stays small)."""
+    encoding = headers.get("content-encoding", "").strip().lower()
+    wbits = _WBITS.get(encoding)
+    if wbits is None or not raw:
+        return raw
+    try:
+        return zlib.decompressobj(wbits).decompress(raw, cap)
+    except zlib.error:
+        return raw
 
 
 async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:

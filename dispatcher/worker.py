@@ -20,6 +20,7 @@ from .deliverer import Deliverer
 from .domain.records import WAKE_RECORD, Outcome, encode_outcome
 from .ownership import Ownership
 from .settings import Settings
+from .target_guard import TargetGuard
 from .timers import PartitionTimers
 from .topology import Topology, build_topology, topic_names
 from .transport import AiohttpTransport, Transport
@@ -40,8 +41,14 @@ class Dispatcher:
         self.names = topic_names(settings)
         self.topology: Topology = build_topology(settings, web_middlewares(settings))
         app = self.topology.app
+        self.guard = TargetGuard(settings.target_policy())
         transport = transport or AiohttpTransport(
-            settings.timeout, settings.connect_timeout, settings.response_cap, settings.max_in_flight
+            self.guard,
+            settings.timeout,
+            settings.connect_timeout,
+            settings.response_cap,
+            settings.max_in_flight,
+            Path(settings.ca_file) if settings.ca_file else None,
         )
         self.deliverer = Deliverer(transport, self.send_outcome, settings.max_in_flight)
         self.timers = PartitionTimers(self._send_wake, settings.timer_resolution)

@@ -54,6 +54,8 @@ class WorkerProcess:
             "DISPATCHER_DATA_DIR": str(self.data_dir),
             "DISPATCHER_API_TOKEN": TOKEN,
             "DISPATCHER_REQUIRE_HTTPS": "false",
+            # Receivers listen on 127.0.0.1; canaries on 127.0.0.2 and ::1 stay refused.
+            "DISPATCHER_ALLOW_TARGETS": "127.0.0.1/32",
             "DISPATCHER_SESSION_TIMEOUT": "6",
             "DISPATCHER_HEARTBEAT_INTERVAL": "1",
             # Short clocks so retries, probes and expiries happen within a test.

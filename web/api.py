@@ -60,6 +60,7 @@ async def create_receiver(request: web.Request) -> web.StreamResponse:
     config = parse_receiver_spec(
         body, rid, generate_secret(), time.time(), dispatcher.settings.require_https
     )
+    await dispatcher.guard.check_url(config.url)
     if not dispatcher.is_local(rid):
         return await forward_to_owner(dispatcher, request, rid, {**body, "id": rid, "secret": config.secret})
     await dispatcher.produce_requests([(rid, encode_upsert_record(config))])

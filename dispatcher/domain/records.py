@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from .addresses import ip_literal, normalise_host, parse_target
 from .errors import InvalidInput
 from .headers import check_headers
 from .ids import check_id
@@ -134,6 +135,13 @@ def check_url(value: object, field_name: str, require_https: bool) -> str:
         raise InvalidInput(field_name, "must not contain a fragment")
     if port == 0:
         raise InvalidInput(field_name, "port must be 1..65535")
+    # The host must be the one aiohttp (yarl) will dial: a URL two parsers read
+    # differently is how SSRF filters get bypassed.
+    target = parse_target(value, field_name)
+    seen = normalise_host(parts.hostname).replace("%25", "%")
+    same_address = target.address is not None and ip_literal(seen) == target.address
+    if not same_address and seen not in (target.host.replace("%25", "%"), target.display_host):
+        raise InvalidInput(field_name, "is ambiguous: its host reads differently to different URL parsers")
     return value
 
 
