@@ -221,6 +221,30 @@ class Api:
         assert status == 202, body
         return body["ids"]
 
+    async def state(self, receiver_id: str) -> dict[str, Any]:
+        status, body = await self.call("GET", f"/v1/receivers/{receiver_id}")
+        assert status == 200, body
+        return body["state"]
+
+    async def eventually_state(
+        self, receiver_id: str, check: Callable[[dict[str, Any]], bool], limit: float, what: str
+    ) -> dict[str, Any]:
+        """Poll the receiver's state until `check` holds; bounded by `limit` seconds."""
+        deadline = time.monotonic() + limit
+        state: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            state = await self.state(receiver_id)
+            if check(state):
+                return state
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"timed out after {limit}s waiting for {what}: {state}")
+
+    async def attempts(self, receiver_id: str) -> list[dict[str, Any]]:
+        """The receiver's attempt log, oldest first."""
+        status, body = await self.call("GET", f"/v1/receivers/{receiver_id}/attempts")
+        assert status == 200, body
+        return body["attempts"][::-1]
+
 
 async def wait_until(predicate: Callable[[], bool], limit: float, what: str, step: float = 0.05) -> None:
     """Poll `predicate` until true; bounded by `limit` seconds."""

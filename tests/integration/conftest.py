@@ -1,8 +1,8 @@
-"""A worker shared by one test module, and an API client for it."""
+"""Workers shared by one test module, and an API client for the default one."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
@@ -11,14 +11,29 @@ from tests.harness import Api, WorkerProcess, new_app_id
 
 
 @pytest.fixture(scope="module")
-async def worker(
+def make_module_worker(
     broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> AsyncIterator[WorkerProcess]:
+) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start a worker with extra `DISPATCHER_*` settings; each has its own app id."""
     tmp = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
-    proc = WorkerProcess(broker.url, new_app_id(), tmp / "data", tmp / "worker.log").start()
+    workers: list[WorkerProcess] = []
+
+    def make(**env: str) -> WorkerProcess:
+        n = len(workers)
+        proc = WorkerProcess(broker.url, new_app_id(), tmp / f"data{n}", tmp / f"worker{n}.log", env)
+        workers.append(proc.start())
+        return proc
+
+    yield make
+    for proc in workers:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+async def worker(make_module_worker: Callable[..., WorkerProcess]) -> AsyncIterator[WorkerProcess]:
+    proc = make_module_worker()
     await proc.wait_ready()
     yield proc
-    proc.stop()
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ retry policy where a test needs a specific schedule.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -26,22 +25,6 @@ def is_ping(d: Delivery) -> bool:
     return d.headers.get("webhook-event-type") == "webhook.ping"
 
 
-async def state_of(api: Api, rid: str) -> dict[str, Any]:
-    status, body = await api.call("GET", f"/v1/receivers/{rid}")
-    assert status == 200, body
-    return body["state"]
-
-
-async def eventually_state(api: Api, rid: str, check: Any, limit: float, what: str) -> dict[str, Any]:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        state = await state_of(api, rid)
-        if check(state):
-            return state
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {limit}s waiting for {what}: {state}")
-
-
 async def test_three_failures_then_success_keeps_order_without_gaps(api: Api) -> None:
     failures = {"left": 3}
 
@@ -58,7 +41,7 @@ async def test_three_failures_then_success_keeps_order_without_gaps(api: Api) ->
         await wait_until(lambda: len(recv.completed) == 8, 30, "3 failed + 5 good requests")
         assert [d.seq for d in recv.deliveries] == [1, 1, 1, 1, 2, 3, 4, 5]
         assert len({d.msg_id for d in recv.deliveries[:4]}) == 1, "a retry keeps its webhook-id"
-        state = await eventually_state(api, rid, lambda s: s["delivered"] == 5, 10, "5 delivered")
+        state = await api.eventually_state(rid, lambda s: s["delivered"] == 5, 10, "5 delivered")
         assert (state["failed_attempts"], state["backlog"], state["circuit"]) == (3, 0, "closed")
 
         status, log = await api.call("GET", f"/v1/receivers/{rid}/attempts")
@@ -97,12 +80,12 @@ async def test_410_disables_parks_the_backlog_and_enable_drains_it(api: Api) -> 
     try:
         rid = (await api.create_receiver(recv.url("gone")))["id"]
         await api.send_batch(messages(rid, 3))
-        state = await eventually_state(api, rid, lambda s: s["disabled"], 20, "disabled by 410")
+        state = await api.eventually_state(rid, lambda s: s["disabled"], 20, "disabled by 410")
         assert state["status"] == "disabled" and "410" in state["disabled_reason"]
         await api.send_batch(messages(rid, 2, start=3))  # accepted and parked too
         await asyncio.sleep(1.5)  # would be several retries and probes if any were sent
         assert len(recv.deliveries) == 1
-        state = await state_of(api, rid)
+        state = await api.state(rid)
         assert (state["backlog"], state["head_seq"]) == (5, 1)
 
         status, body = await api.call("POST", f"/v1/receivers/{rid}/enable")
@@ -124,7 +107,7 @@ async def test_breaker_opens_sends_only_pings_then_drains_in_order(api: Api) -> 
         rid = (await api.create_receiver(recv.url("down")))["id"]
         await api.send_batch(messages(rid, 10))
         await wait_until(lambda: sum(map(is_ping, recv.deliveries)) >= 4, 30, "4 probes")
-        state = await state_of(api, rid)
+        state = await api.state(rid)
         assert state["circuit"] == "open" and state["backlog"] == 10
         sent = [d for d in recv.deliveries if not is_ping(d)]
         assert [d.seq for d in sent] == [1] * 5, "only the 5 attempts that opened the circuit"
@@ -136,7 +119,7 @@ async def test_breaker_opens_sends_only_pings_then_drains_in_order(api: Api) -> 
         await wait_until(lambda: len({d.msg_id for d in recv.completed if not is_ping(d)}) == 10, 30, "drain")
         sent = [d for d in recv.deliveries if not is_ping(d)]
         assert [d.seq for d in first_copies(sent)] == list(range(1, 11))
-        state = await eventually_state(api, rid, lambda s: s["delivered"] == 10, 10, "delivered")
+        state = await api.eventually_state(rid, lambda s: s["delivered"] == 10, 10, "delivered")
         assert state["circuit"] == "closed"
         status, log = await api.call("GET", f"/v1/receivers/{rid}/attempts?limit=100")
         assert status == 200
@@ -158,7 +141,7 @@ async def test_max_age_dead_letters_with_a_seq_gap_and_replay_delivers_them(api:
         created = await api.create_receiver(recv.url("aged"), retry={"max_age": 2})
         rid = created["id"]
         await api.send_batch(messages(rid, 3))
-        state = await eventually_state(api, rid, lambda s: s["dead_lettered"] == 3, 30, "3 dead letters")
+        state = await api.eventually_state(rid, lambda s: s["dead_lettered"] == 3, 30, "3 dead letters")
         assert state["backlog"] == 0
         status, body = await api.call("GET", f"/v1/receivers/{rid}/dead-letters")
         assert status == 200
