@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .domain.ids import new_id
-from .domain.records import Outcome, ReceiverConfig
+from .domain.records import Outcome, ReceiverConfig, Verification
+from .domain.verification import challenge_headers, judge, new_challenge
 from .domain.webhook import build_body, build_headers, build_ping, build_ping_headers
 from .transport import DeliveryError, Transport, cancel_quietly
 
@@ -81,6 +82,21 @@ class Deliverer:
             outcome = await self._post_ping(receiver_id, "manual", config)
         return replace(outcome, manual=True)
 
+    async def verify(self, config: ReceiverConfig) -> Verification:
+        """Run the endpoint-verification handshake against `config.url` (asked for through the API)."""
+        now = self._clock()
+        challenge = new_challenge(secrets.token_bytes(24))
+        headers = challenge_headers(config, challenge, new_id("verify"), int(now))
+        async with self._slots:
+            try:
+                resp = await self._transport.request("GET", config.url, headers)
+            except DeliveryError as exc:
+                result = judge(config, challenge, None, b"", str(exc), self._clock())
+            else:
+                result = judge(config, challenge, resp.status, resp.body_prefix, None, self._clock())
+        log.info("verification receiver_id=%s status=%s %s", config.id, result.status, result.reason)
+        return result
+
     def release(self, receiver_id: str, token: str) -> None:
         """The actor has the outcome of `token`; the receiver may get its next attempt."""
         current = self._inflight.get(receiver_id)
@@ -131,14 +147,14 @@ class Deliverer:
         started = self._clock()
         ping_id = new_id("ping")
         body = build_ping(receiver_id, started)
-        headers = build_ping_headers(config.secret, ping_id, body, int(started))
+        headers = build_ping_headers(config, ping_id, body, int(started))
         outcome = await self._timed_post(token, config, headers, body, 0, ping_id)
         return replace(outcome, probe=True)
 
     async def _post(self, token: str, config: ReceiverConfig, entry: dict[str, Any]) -> Outcome:
         try:
             body = build_body(entry)
-            headers = build_headers(config.secret, entry, body, int(self._clock()), config.headers)
+            headers = build_headers(config, entry, body, int(self._clock()))
         except Exception as exc:
             log.exception("cannot build request msg_id=%s seq=%s", entry.get("id"), entry.get("seq"))
             error = f"internal: {exc}"

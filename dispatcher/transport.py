@@ -41,6 +41,10 @@ class DeliveryError(Exception):
 class Transport(Protocol):
     async def post(self, url: str, headers: dict[str, str], body: bytes) -> Response: ...
 
+    async def request(
+        self, method: str, url: str, headers: dict[str, str], body: bytes = b""
+    ) -> Response: ...
+
     async def close(self) -> None: ...
 
 
@@ -91,10 +95,17 @@ class AiohttpTransport:
         )
 
     async def post(self, url: str, headers: dict[str, str], body: bytes) -> Response:
+        return await self.request("POST", url, headers, body)
+
+    async def request(self, method: str, url: str, headers: dict[str, str], body: bytes = b"") -> Response:
+        """One request, no redirects followed; raises DeliveryError when there is no response."""
         if self._session is None:
             self._session = self._open()
+        data = body if method != "GET" else None
         try:
-            async with self._session.post(url, data=body, headers=headers, allow_redirects=False) as resp:
+            async with self._session.request(
+                method, url, data=data, headers=headers, allow_redirects=False
+            ) as resp:
                 raw = await _read_capped(resp, self._cap)
                 kept = {k.lower(): v for k, v in resp.headers.items()}
                 kept = {k: v for k, v in kept.items() if k in KEPT_RESPONSE_HEADERS}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -13,14 +14,15 @@ from aiohttp import web
 from dispatcher.domain.actor import ReceiverState
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.ids import check_id, new_id
+from dispatcher.domain.receiver_spec import parse_receiver_spec, public_view, secret_view
 from dispatcher.domain.records import (
     Message,
+    ReceiverConfig,
     encode_message_record,
     encode_upsert_record,
     parse_message_spec,
-    parse_receiver_spec,
 )
-from dispatcher.domain.signing import generate_secret
+from dispatcher.domain.signing import generate
 
 from .routing import forward_to_owner
 
@@ -38,9 +40,11 @@ def _json(data: Any, status: int = 200) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
 
 
-async def read_json(request: web.Request) -> Any:
+async def read_json(request: web.Request, required: bool = True) -> Any:
     raw = await request.read()
     if not raw:
+        if not required:
+            return None
         raise InvalidInput("body", "a JSON body is required", code="invalid_json", status=400)
     try:
         return orjson.loads(raw)
@@ -49,23 +53,40 @@ async def read_json(request: web.Request) -> Any:
 
 
 async def create_receiver(request: web.Request) -> web.StreamResponse:
-    """Create (or replace) a receiver; answers once its owner has applied it.
+    """Create (201) or replace (200) a receiver, on its owner; answers once the owner applied it.
 
-    Waiting for the owner makes a message sent right after the 201 find its
-    receiver, on whichever worker it lands.
+    The URL passes the target guard first, and the verification handshake when
+    the receiver asks for one. A replace keeps the secrets unless given new ones.
     """
     dispatcher = _dispatcher(request)
     body = await read_json(request)
     rid = check_id(body["id"], "id") if isinstance(body, dict) and "id" in body else new_id("rcv")
+    if not dispatcher.is_local(rid):
+        return await forward_to_owner(dispatcher, request, rid, {**body, "id": rid})
+    settings = dispatcher.settings
+    state = dispatcher.store.load(rid)
+    current = state.config if state is not None else None
+    now = time.time()
     config = parse_receiver_spec(
-        body, rid, generate_secret(), time.time(), dispatcher.settings.require_https
+        body, rid, now, settings.require_https, generate, current, settings.verify_endpoints
     )
     await dispatcher.guard.check_url(config.url)
-    if not dispatcher.is_local(rid):
-        return await forward_to_owner(dispatcher, request, rid, {**body, "id": rid, "secret": config.secret})
-    await dispatcher.produce_requests([(rid, encode_upsert_record(config))])
-    await wait_applied(dispatcher, rid, lambda state: state.config == config, "id")
-    return _json(config.as_dict(), status=201)
+    if config.verify and not config.verified:
+        config = replace(config, verification=await dispatcher.deliverer.verify(config))
+    await store_config(dispatcher, config)
+    if current is None or config.secret != current.secret:
+        return _json(secret_view(config, now), status=201 if current is None else 200)
+    return _json(public_view(config, now))
+
+
+async def store_config(dispatcher: Dispatcher, config: ReceiverConfig) -> ReceiverState:
+    """Write a receiver's config through its stream and wait until the owner has applied it.
+
+    Waiting makes a message sent right after the answer find the receiver as
+    configured, on whichever worker it lands.
+    """
+    await dispatcher.produce_requests([(config.id, encode_upsert_record(config))])
+    return await wait_applied(dispatcher, config.id, lambda state: state.config == config, "id")
 
 
 async def wait_applied(

@@ -8,7 +8,7 @@ from aiohttp import web
 
 from dispatcher.settings import Settings
 
-from . import api, health, receiver_ops
+from . import api, health, receiver_ops, receiver_security
 from .middleware import auth_middleware, errors_middleware
 
 if TYPE_CHECKING:
@@ -34,5 +34,7 @@ def setup_web(app: web.Application, dispatcher: Dispatcher) -> None:
     app.router.add_get("/v1/receivers/{receiver_id}/last-response", receiver_ops.last_response)
     app.router.add_get("/v1/receivers/{receiver_id}/dead-letters", receiver_ops.dead_letters)
     app.router.add_post("/v1/receivers/{receiver_id}/replay", receiver_ops.replay)
+    app.router.add_post("/v1/receivers/{receiver_id}/secrets/rotate", receiver_security.rotate_secret)
+    app.router.add_post("/v1/receivers/{receiver_id}/verify", receiver_security.verify_endpoint)
     app.router.add_post("/v1/messages", api.send_message)
     app.router.add_post("/v1/messages/batch", api.send_batch)

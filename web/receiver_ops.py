@@ -17,6 +17,7 @@ from dispatcher.domain.actor import ReceiverState
 from dispatcher.domain.breaker import Circuit
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.ids import check_id, new_id
+from dispatcher.domain.receiver_spec import public_view
 from dispatcher.domain.records import (
     CONTROL_ACTIONS,
     Message,
@@ -45,8 +46,7 @@ def _receiver(dispatcher: Dispatcher, request: web.Request) -> ReceiverState:
 
 def receiver_view(dispatcher: Dispatcher, state: ReceiverState, now: float) -> dict[str, Any]:
     """A receiver's config (without its secret) and its delivery state."""
-    config = state.config.as_dict()
-    config.pop("secret")
+    config = public_view(state.config, now)
     breaker = state.breaker
     head = state.head
     latest = dispatcher.store.attempts(state.receiver_id, state.attempt_no, 1)
@@ -88,6 +88,8 @@ def _status(state: ReceiverState) -> str:
         return "disabled"
     if state.paused:
         return "paused"
+    if not state.config.verified:
+        return "unverified"
     if state.breaker.circuit is not Circuit.CLOSED:
         return "failing"
     return "active" if state.failing_since == 0 else "retrying"

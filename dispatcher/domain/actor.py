@@ -70,8 +70,8 @@ class ReceiverState:
 
     @property
     def held(self) -> bool:
-        """Delivery is held by hand (pause) or by the receiver's failures (disabled)."""
-        return self.paused or self.disabled
+        """Delivery is held by hand (pause), by failures (disabled) or until the URL is verified."""
+        return self.paused or self.disabled or not self.config.verified
 
     def to_bytes(self) -> bytes:
         data = asdict(self)
@@ -305,6 +305,8 @@ def _configure(
         return ReceiverState(config.id, config, active_since=facts.now), [SaveState()]
     step = _Step(state, facts, policy)
     step.update(config=config)
+    if config.verified and not state.config.verified:
+        step.update(active_since=facts.now)  # held messages age from activation, as after resume
     step.advance()
     return step.finish()
 

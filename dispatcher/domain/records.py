@@ -10,7 +10,7 @@ Commands topic (key = receiver id): {"kind": "outcome", ...} from delivery.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,8 +20,6 @@ from .addresses import ip_literal, normalise_host, parse_target
 from .errors import InvalidInput
 from .headers import check_headers
 from .ids import check_id
-from .retry import RetryPolicy
-from .signing import SecretError, decode_secret
 
 _EVENT_TYPE_RE = re.compile(r"[A-Za-z0-9_.:*-]{1,256}")
 MAX_URL_LEN = 2048
@@ -41,16 +39,41 @@ class Message:
 
 
 @dataclass(slots=True, frozen=True)
+class Verification:
+    """The endpoint-verification handshake's last result for one URL."""
+
+    status: str  # "passed" or "failed"
+    url: str
+    at: float
+    reason: str = ""
+
+
+@dataclass(slots=True, frozen=True)
 class ReceiverConfig:
     """What delivery needs to know about a receiver."""
 
     id: str
     url: str
-    secret: str
+    secret: str  # `whsec_` (HMAC, v1) or `whsk_` (ed25519, v1a); never shown after creation
     event_types: tuple[str, ...] = ()
     headers: dict[str, str] = field(default_factory=dict)
     created_at: float = 0.0
     retry: dict[str, Any] | None = None  # validated overrides of the retry policy
+    # Rotated-out secrets that still sign until their time: (secret, valid_until).
+    previous_secrets: tuple[tuple[str, float], ...] = ()
+    authorization: str = ""  # an Authorization header value the receiver asked for
+    verify: bool = False  # hold deliveries until the URL passes the verification handshake
+    verification: Verification | None = None
+
+    def active_secrets(self, now: float) -> list[str]:
+        """The secrets that sign a request made at `now`: the current one first."""
+        return [self.secret] + [s for s, until in self.previous_secrets if until > now]
+
+    @property
+    def verified(self) -> bool:
+        """Deliveries may go: no handshake asked for, or the current URL passed it."""
+        v = self.verification
+        return not self.verify or (v is not None and v.status == "passed" and v.url == self.url)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -61,10 +84,15 @@ class ReceiverConfig:
             "headers": self.headers,
             "created_at": self.created_at,
             "retry": self.retry,
+            "previous_secrets": [list(p) for p in self.previous_secrets],
+            "authorization": self.authorization,
+            "verify": self.verify,
+            "verification": asdict(self.verification) if self.verification else None,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReceiverConfig:
+        verification = data.get("verification")
         return cls(
             id=data["id"],
             url=data["url"],
@@ -73,6 +101,10 @@ class ReceiverConfig:
             headers=data.get("headers") or {},
             created_at=data.get("created_at", 0.0),
             retry=data.get("retry"),
+            previous_secrets=tuple((s, float(t)) for s, t in data.get("previous_secrets") or ()),
+            authorization=data.get("authorization") or "",
+            verify=bool(data.get("verify", False)),
+            verification=Verification(**verification) if verification else None,
         )
 
 
@@ -143,35 +175,6 @@ def check_url(value: object, field_name: str, require_https: bool) -> str:
     if not same_address and seen not in (target.host.replace("%25", "%"), target.display_host):
         raise InvalidInput(field_name, "is ambiguous: its host reads differently to different URL parsers")
     return value
-
-
-def parse_receiver_spec(
-    body: object, receiver_id: str, secret: str, now: float, require_https: bool
-) -> ReceiverConfig:
-    """Validate `POST /v1/receivers`; `secret` is used when the body gives none."""
-    if not isinstance(body, dict):
-        raise InvalidInput("body", "must be a JSON object")
-    _reject_unknown(body, {"url", "event_types", "secret", "headers", "id", "retry"}, "")
-    url = check_url(body.get("url"), "url", require_https)
-    event_types = body.get("event_types", [])
-    if not isinstance(event_types, list) or len(event_types) > 256:
-        raise InvalidInput("event_types", "must be a list of at most 256 event types")
-    types = tuple(check_event_type(t, f"event_types[{i}]") for i, t in enumerate(event_types))
-    if "secret" in body:
-        secret = body["secret"]
-        if not isinstance(secret, str):
-            raise InvalidInput("secret", "must be a string 'whsec_<base64>'")
-        try:
-            decode_secret(secret)
-        except SecretError as exc:
-            raise InvalidInput("secret", str(exc)) from exc
-    headers = check_headers(body.get("headers"), "headers")
-    retry = body.get("retry")
-    if retry is not None:
-        RetryPolicy().with_overrides(retry)  # raises naming the field at fault
-        if not retry:
-            retry = None
-    return ReceiverConfig(receiver_id, url, secret, types, headers, now, retry)
 
 
 def parse_message_spec(body: object, prefix: str, make_id: Any, now: float) -> Message:

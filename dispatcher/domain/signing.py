@@ -1,4 +1,9 @@
-"""Standard Webhooks signing: sans-I/O, computes bytes only."""
+"""Standard Webhooks signing: sans-I/O, computes bytes only.
+
+Two kinds of signing secret: a shared `whsec_` HMAC key (`v1` signatures), or
+an ed25519 `whsk_` private key (`v1a` signatures) whose `whpk_` public key is
+all a receiver needs, so a leak on their side lets nobody forge our requests.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,12 @@ import hashlib
 import hmac
 import secrets
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
+
 SECRET_PREFIX = "whsec_"
+SIGNING_KEY_PREFIX = "whsk_"
+PUBLIC_KEY_PREFIX = "whpk_"
 
 
 class SecretError(ValueError):
@@ -33,16 +43,79 @@ def decode_secret(secret: str) -> bytes:
     return key
 
 
+def generate(kind: str) -> str:
+    """A new secret of `kind`: "ed25519" (a `whsk_` key) or "hmac-sha256" (a `whsec_` secret)."""
+    return generate_signing_key() if kind == "ed25519" else generate_secret()
+
+
+def generate_signing_key(seed: bytes | None = None) -> str:
+    """Return a new `whsk_` ed25519 private key: base64 of seed + public key (libsodium's layout)."""
+    key = Ed25519PrivateKey.from_private_bytes(seed if seed is not None else secrets.token_bytes(32))
+    return SIGNING_KEY_PREFIX + base64.b64encode(_seed(key) + _public(key)).decode()
+
+
+def decode_signing_key(secret: str) -> Ed25519PrivateKey:
+    """The private key of a `whsk_` secret: 32 bytes of seed, or 64 of seed + public key."""
+    if not secret.startswith(SIGNING_KEY_PREFIX):
+        raise SecretError("signing key must start with 'whsk_'")
+    try:
+        raw = base64.b64decode(secret[len(SIGNING_KEY_PREFIX) :], validate=True)
+    except ValueError as exc:
+        raise SecretError("signing key is not valid base64 after 'whsk_'") from exc
+    if len(raw) not in (32, 64):
+        raise SecretError("signing key must decode to 32 or 64 bytes")
+    key = Ed25519PrivateKey.from_private_bytes(raw[:32])
+    if len(raw) == 64 and raw[32:] != _public(key):
+        raise SecretError("signing key's public half does not match its seed")
+    return key
+
+
+def public_key_of(secret: str) -> str:
+    """The `whpk_` public key receivers verify `v1a` signatures with."""
+    return PUBLIC_KEY_PREFIX + base64.b64encode(_public(decode_signing_key(secret))).decode()
+
+
+def check_secret(secret: str) -> None:
+    """Raise SecretError unless `secret` is a usable `whsec_` or `whsk_` secret."""
+    if secret.startswith(SIGNING_KEY_PREFIX):
+        decode_signing_key(secret)
+    else:
+        decode_secret(secret)
+
+
+def is_asymmetric(secret: str) -> bool:
+    return secret.startswith(SIGNING_KEY_PREFIX)
+
+
+def _seed(key: Ed25519PrivateKey) -> bytes:
+    return key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+
+
+def _public(key: Ed25519PrivateKey) -> bytes:
+    return key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+
+def _signed_content(msg_id: str, timestamp: int, body: bytes) -> bytes:
+    return b"%s.%d.%s" % (msg_id.encode(), timestamp, body)
+
+
 def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
-    """Return the `v1,<base64>` signature of one request."""
-    signed = b"%s.%d.%s" % (msg_id.encode(), timestamp, body)
-    digest = hmac.new(key, signed, hashlib.sha256).digest()
+    """Return the `v1,<base64>` HMAC-SHA256 signature of one request."""
+    digest = hmac.new(key, _signed_content(msg_id, timestamp, body), hashlib.sha256).digest()
     return "v1," + base64.b64encode(digest).decode()
 
 
-def signature_header(keys: list[bytes], msg_id: str, timestamp: int, body: bytes) -> str:
-    """Space-separated signatures, one per active key (several while a secret rotates)."""
-    return " ".join(sign(key, msg_id, timestamp, body) for key in keys)
+def sign_with(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
+    """`v1,...` for a `whsec_` secret, `v1a,...` (ed25519) for a `whsk_` key."""
+    if is_asymmetric(secret):
+        signature = decode_signing_key(secret).sign(_signed_content(msg_id, timestamp, body))
+        return "v1a," + base64.b64encode(signature).decode()
+    return sign(decode_secret(secret), msg_id, timestamp, body)
+
+
+def signature_header(secrets_: list[str], msg_id: str, timestamp: int, body: bytes) -> str:
+    """Space-separated signatures, one per active secret (several while a secret rotates)."""
+    return " ".join(sign_with(secret, msg_id, timestamp, body) for secret in secrets_)
 
 
 def verify(key: bytes, msg_id: str, timestamp: int, body: bytes, header: str) -> bool:

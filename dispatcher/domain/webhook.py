@@ -7,7 +7,8 @@ from typing import Any
 
 import orjson
 
-from .signing import decode_secret, signature_header
+from .records import ReceiverConfig
+from .signing import signature_header
 
 
 def iso_timestamp(epoch: float) -> str:
@@ -23,19 +24,18 @@ def build_body(entry: dict[str, Any]) -> bytes:
 
 
 def build_headers(
-    secret: str, entry: dict[str, Any], body: bytes, attempt_time: int, custom: dict[str, str]
+    config: ReceiverConfig, entry: dict[str, Any], body: bytes, attempt_time: int
 ) -> dict[str, str]:
-    """Custom headers first (validated at the API), then ours, which always win."""
+    """Receiver headers, then the message's (validated at the API), then ours, which always win."""
     msg_id = entry["id"]
-    headers = dict(custom)
-    headers.update(entry.get("headers") or {})
+    headers = _custom(config, entry.get("headers") or {})
     headers.update(
         {
             "content-type": "application/json",
             "webhook-id": msg_id,
             "webhook-timestamp": str(attempt_time),
             "webhook-signature": signature_header(
-                [decode_secret(secret)], msg_id, attempt_time, body
+                config.active_secrets(attempt_time), msg_id, attempt_time, body
             ),
             "webhook-sequence": str(entry["seq"]),
             "webhook-event-type": entry["type"],
@@ -46,18 +46,36 @@ def build_headers(
     return headers
 
 
+def _custom(config: ReceiverConfig, per_message: dict[str, str]) -> dict[str, str]:
+    """Merged case-insensitively (a message's header replaces the receiver's of the same name)."""
+    merged = {name.lower(): (name, value) for name, value in config.headers.items()}
+    merged.update({name.lower(): (name, value) for name, value in per_message.items()})
+    headers = dict(merged.values())
+    if config.authorization:
+        headers["authorization"] = config.authorization
+    return headers
+
+
 def build_ping(receiver_id: str, attempt_time: float) -> bytes:
     """The body of a `webhook.ping`: sent to probe an open circuit, or on request."""
     data = {"receiver_id": receiver_id}
     return orjson.dumps({"type": "webhook.ping", "timestamp": iso_timestamp(attempt_time), "data": data})
 
 
-def build_ping_headers(secret: str, ping_id: str, body: bytes, attempt_time: int) -> dict[str, str]:
+def build_ping_headers(
+    config: ReceiverConfig, ping_id: str, body: bytes, attempt_time: int
+) -> dict[str, str]:
     """Signed like a message, but without a seq: a ping is not part of the ordered stream."""
-    return {
-        "content-type": "application/json",
-        "webhook-id": ping_id,
-        "webhook-timestamp": str(attempt_time),
-        "webhook-signature": signature_header([decode_secret(secret)], ping_id, attempt_time, body),
-        "webhook-event-type": "webhook.ping",
-    }
+    headers = _custom(config, {})
+    headers.update(
+        {
+            "content-type": "application/json",
+            "webhook-id": ping_id,
+            "webhook-timestamp": str(attempt_time),
+            "webhook-signature": signature_header(
+                config.active_secrets(attempt_time), ping_id, attempt_time, body
+            ),
+            "webhook-event-type": "webhook.ping",
+        }
+    )
+    return headers

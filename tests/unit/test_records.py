@@ -13,7 +13,6 @@ from dispatcher.domain.records import (
     encode_message_record,
     encode_upsert_record,
     parse_message_spec,
-    parse_receiver_spec,
 )
 
 SECRET = "whsec_" + "A" * 32
@@ -54,29 +53,6 @@ def test_good_headers_pass() -> None:
     assert check_headers({"X-Tenant": "t-1", "User-Agent-Extra": "x"}, "h") == {
         "X-Tenant": "t-1", "User-Agent-Extra": "x"
     }
-
-
-@pytest.mark.parametrize(
-    ("body", "field"),
-    [
-        ({"url": "ftp://x.test/"}, "url"),
-        ({"url": "http://user:pw@x.test/"}, "url"),
-        ({"url": "http:///path"}, "url"),
-        ({"url": "http://x.test/a b"}, "url"),
-        ({"url": "http://x.test:99999/"}, "url"),
-        ({"url": "http://x.test/", "secret": "nope"}, "secret"),
-        ({"url": "http://x.test/", "event_types": ["ok", "bad type"]}, "event_types[1]"),
-        ({"url": "http://x.test/", "colour": "red"}, "colour"),
-    ],
-)
-def test_receiver_spec_errors_name_the_field(body: dict, field: str) -> None:
-    assert field_of(lambda: parse_receiver_spec(body, "r1", SECRET, 0.0, False)) == field
-
-
-def test_https_required_when_configured() -> None:
-    assert field_of(lambda: parse_receiver_spec({"url": "http://x.test/"}, "r", SECRET, 0, True)) == "url"
-    config = parse_receiver_spec({"url": "https://x.test/"}, "r", SECRET, 0, True)
-    assert config == ReceiverConfig("r", "https://x.test/", SECRET, (), {}, 0)
 
 
 def test_batch_message_errors_carry_the_index() -> None:

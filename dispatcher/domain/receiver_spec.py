@@ -1,0 +1,155 @@
+"""A receiver as the API sees it: the create/replace body, secret rotation, and the public view.
+
+Secrets (signing secrets and the `authorization` value) go in but never come
+out, except the new secret in the answer to a create or a rotation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from .errors import InvalidInput
+from .headers import check_header_value, check_headers
+from .records import ReceiverConfig, check_event_type, check_url
+from .retry import RetryPolicy
+from .signing import SecretError, check_secret, is_asymmetric, public_key_of
+
+SIGNING_KINDS = ("hmac-sha256", "ed25519")
+RECEIVER_FIELDS = {
+    "id", "url", "event_types", "secret", "signing", "headers", "retry", "authorization", "verify",
+}
+MAX_GRACE = 7 * 86400.0
+MAX_PREVIOUS_SECRETS = 5
+
+MakeSecret = Callable[[str], str]  # signing kind -> a new secret of that kind
+
+
+def parse_receiver_spec(
+    body: object,
+    receiver_id: str,
+    now: float,
+    require_https: bool,
+    make_secret: MakeSecret,
+    current: ReceiverConfig | None = None,
+    verify_default: bool = False,
+) -> ReceiverConfig:
+    """Validate a create/replace body; a replace keeps what the body leaves out of its secrets.
+
+    `current` is the receiver being replaced: without a new `secret` or
+    `signing` kind its secrets carry over, and a verification carries over
+    while the URL stays the same.
+    """
+    if not isinstance(body, dict):
+        raise InvalidInput("body", "must be a JSON object")
+    for key in body:
+        if key not in RECEIVER_FIELDS:
+            raise InvalidInput(str(key), "is not a known field")
+    url = check_url(body.get("url"), "url", require_https)
+    event_types = body.get("event_types", [])
+    if not isinstance(event_types, list) or len(event_types) > 256:
+        raise InvalidInput("event_types", "must be a list of at most 256 event types")
+    types = tuple(check_event_type(t, f"event_types[{i}]") for i, t in enumerate(event_types))
+    headers = check_headers(body.get("headers"), "headers")
+    authorization = body.get("authorization", "")
+    if authorization:
+        check_header_value(authorization, "authorization")
+    retry = body.get("retry")
+    if retry is not None:
+        RetryPolicy().with_overrides(retry)  # raises naming the field at fault
+        retry = retry or None
+    verify = body.get("verify", current.verify if current else verify_default)
+    if not isinstance(verify, bool):
+        raise InvalidInput("verify", "must be true or false")
+    config = ReceiverConfig(
+        receiver_id, url, "", types, headers, current.created_at if current else now, retry,
+        authorization=authorization, verify=verify,
+    )
+    config = _with_secret(config, body, make_secret, current)
+    if current is not None and current.verification is not None and current.verification.url == url:
+        config = replace(config, verification=current.verification)
+    return config
+
+
+def _with_secret(
+    config: ReceiverConfig, body: dict[str, Any], make_secret: MakeSecret, current: ReceiverConfig | None
+) -> ReceiverConfig:
+    kind = body.get("signing")
+    if kind is not None and kind not in SIGNING_KINDS:
+        raise InvalidInput("signing", f"must be one of {', '.join(SIGNING_KINDS)}")
+    if "secret" in body:
+        secret = check_signing_secret(body["secret"], "secret")
+        if kind is not None and kind != signing_kind(secret):
+            raise InvalidInput("signing", f"is {kind} but the secret is an {signing_kind(secret)} secret")
+        return replace(config, secret=secret)
+    if current is not None and kind in (None, signing_kind(current.secret)):
+        return replace(config, secret=current.secret, previous_secrets=current.previous_secrets)
+    return replace(config, secret=make_secret(kind or "hmac-sha256"))
+
+
+def check_signing_secret(value: object, field: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(field, "must be a string: 'whsec_<base64>' or 'whsk_<base64>'")
+    try:
+        check_secret(value)
+    except SecretError as exc:
+        raise InvalidInput(field, str(exc)) from exc
+    return value
+
+
+def signing_kind(secret: str) -> str:
+    return "ed25519" if is_asymmetric(secret) else "hmac-sha256"
+
+
+def parse_rotation(body: object, default_grace: float) -> tuple[str | None, str | None, float]:
+    """`{"secret"?, "signing"?, "grace_seconds"?}` -> (secret or None, kind or None, grace)."""
+    body = body if body is not None else {}
+    if not isinstance(body, dict):
+        raise InvalidInput("body", "must be a JSON object")
+    for key in body:
+        if key not in ("secret", "signing", "grace_seconds"):
+            raise InvalidInput(str(key), "is not a known field")
+    grace = body.get("grace_seconds", default_grace)
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace <= MAX_GRACE:
+        raise InvalidInput("grace_seconds", f"must be a number of seconds in 0..{MAX_GRACE:g}")
+    kind = body.get("signing")
+    if kind is not None and kind not in SIGNING_KINDS:
+        raise InvalidInput("signing", f"must be one of {', '.join(SIGNING_KINDS)}")
+    secret = check_signing_secret(body["secret"], "secret") if "secret" in body else None
+    if secret is not None and kind is not None and kind != signing_kind(secret):
+        raise InvalidInput("signing", f"is {kind} but the secret is an {signing_kind(secret)} secret")
+    return secret, kind, float(grace)
+
+
+def rotate(config: ReceiverConfig, new_secret: str, now: float, grace: float) -> ReceiverConfig:
+    """Sign with `new_secret` from now on; the old one keeps signing for `grace` seconds too."""
+    if new_secret == config.secret:
+        raise InvalidInput("secret", "is the current secret; a rotation needs a new one")
+    previous = [(config.secret, now + grace)] if grace > 0 else []
+    previous += [(s, until) for s, until in config.previous_secrets if until > now and s != new_secret]
+    return replace(config, secret=new_secret, previous_secrets=tuple(previous[:MAX_PREVIOUS_SECRETS]))
+
+
+def public_view(config: ReceiverConfig, now: float) -> dict[str, Any]:
+    """The receiver's config with every secret left out (a `whpk_` public key is not secret)."""
+    view = config.as_dict()
+    for key in ("secret", "previous_secrets", "authorization"):
+        view.pop(key)
+    view["signing"] = signing_kind(config.secret)
+    if is_asymmetric(config.secret):
+        view["public_key"] = public_key_of(config.secret)
+    view["authorization_set"] = bool(config.authorization)
+    view["previous_secrets_valid_until"] = [until for _, until in config.previous_secrets if until > now]
+    view["verified"] = config.verified
+    return view
+
+
+def secret_view(config: ReceiverConfig, now: float) -> dict[str, Any]:
+    """The answer to a create or a rotation: the public view plus the new secret, shown this once."""
+    view = public_view(config, now)
+    if is_asymmetric(config.secret):
+        view["public_key"] = public_key_of(config.secret)  # receivers need only this
+    else:
+        view["secret"] = config.secret
+    return view

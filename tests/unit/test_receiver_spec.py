@@ -1,0 +1,188 @@
+"""Receiver create/replace bodies, secret rotation, the public view, and the verification verdict."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+
+import orjson
+import pytest
+
+from dispatcher.domain.errors import InvalidInput
+from dispatcher.domain.receiver_spec import (
+    parse_receiver_spec,
+    parse_rotation,
+    public_view,
+    rotate,
+    secret_view,
+)
+from dispatcher.domain.records import ReceiverConfig, Verification
+from dispatcher.domain.signing import decode_secret, generate, generate_secret, generate_signing_key
+from dispatcher.domain.verification import judge
+
+SECRET = "whsec_" + "A" * 32
+
+
+def spec(body: object, current: ReceiverConfig | None = None, https: bool = False) -> ReceiverConfig:
+    return parse_receiver_spec(body, "r1", 100.0, https, generate, current)
+
+
+def field_of(body: object) -> str:
+    with pytest.raises(InvalidInput) as info:
+        spec(body)
+    return info.value.field
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ("nope", "body"),
+        ({"url": "ftp://x.test/"}, "url"),
+        ({"url": "http://user:pw@x.test/"}, "url"),
+        ({"url": "http:///path"}, "url"),
+        ({"url": "http://x.test/a b"}, "url"),
+        ({"url": "http://x.test:99999/"}, "url"),
+        ({"url": "http://x.test/", "secret": "nope"}, "secret"),
+        ({"url": "http://x.test/", "secret": 5}, "secret"),
+        ({"url": "http://x.test/", "secret": "whsk_AAAA"}, "secret"),
+        ({"url": "http://x.test/", "secret": SECRET, "signing": "ed25519"}, "signing"),
+        ({"url": "http://x.test/", "signing": "rsa"}, "signing"),
+        ({"url": "http://x.test/", "event_types": ["ok", "bad type"]}, "event_types[1]"),
+        ({"url": "http://x.test/", "colour": "red"}, "colour"),
+        ({"url": "http://x.test/", "authorization": "Bearer a\r\nX-Evil: 1"}, "authorization"),
+        ({"url": "http://x.test/", "authorization": "Bearer \u00e9"}, "authorization"),
+        ({"url": "http://x.test/", "headers": {"Authorization": "Bearer x"}}, "headers.Authorization"),
+        ({"url": "http://x.test/", "headers": {"X-A": "1", "x-a": "2"}}, "headers.x-a"),
+        ({"url": "http://x.test/", "headers": {"X-A": "a\u2028b"}}, "headers.X-A"),
+        ({"url": "http://x.test/", "verify": "yes"}, "verify"),
+        ({"url": "http://x.test/", "retry": {"schedule": ["5s", "soon"]}}, "retry.schedule[1]"),
+    ],
+)
+def test_receiver_spec_errors_name_the_field(body: object, field: str) -> None:
+    assert field_of(body) == field
+
+
+def test_https_required_when_configured() -> None:
+    with pytest.raises(InvalidInput, match="https"):
+        spec({"url": "http://x.test/"}, https=True)
+    assert spec({"url": "https://x.test/"}, https=True).url == "https://x.test/"
+
+
+def test_new_receivers_get_a_secret_of_the_asked_kind() -> None:
+    assert spec({"url": "http://x.test/"}).secret.startswith("whsec_")
+    assert spec({"url": "http://x.test/", "signing": "ed25519"}).secret.startswith("whsk_")
+    assert spec({"url": "http://x.test/", "secret": SECRET}).secret == SECRET
+
+
+def test_a_replace_keeps_secrets_and_a_verification_of_the_same_url() -> None:
+    passed = Verification("passed", "http://x.test/", 50.0)
+    current = ReceiverConfig(
+        "r1", "http://x.test/", SECRET, created_at=7.0, previous_secrets=(("whsec_old", 200.0),),
+        verify=True, verification=passed,
+    )
+    same = spec({"url": "http://x.test/", "event_types": ["a.b"]}, current)
+    assert (same.secret, same.previous_secrets, same.created_at) == (SECRET, current.previous_secrets, 7.0)
+    assert same.verify and same.verified
+    moved = spec({"url": "http://y.test/"}, current)
+    assert moved.verify and not moved.verified and moved.verification is None
+    switched = spec({"url": "http://x.test/", "signing": "ed25519"}, current)
+    assert switched.secret.startswith("whsk_") and switched.previous_secrets == ()
+
+
+def test_rotation_keeps_the_old_secret_for_the_grace_period_only() -> None:
+    config = ReceiverConfig("r1", "http://x.test/", SECRET)
+    second = generate_secret()
+    rotated = rotate(config, second, now=1000.0, grace=60.0)
+    assert rotated.secret == second
+    assert rotated.active_secrets(1059.0) == [second, SECRET]
+    assert rotated.active_secrets(1060.0) == [second]
+    third = generate_secret()
+    again = rotate(rotated, third, now=1070.0, grace=0.0)
+    assert again.previous_secrets == (), "an expired secret and a zero grace leave nothing behind"
+    with pytest.raises(InvalidInput, match="current secret"):
+        rotate(again, third, now=1080.0, grace=10.0)
+
+
+def test_rotations_keep_at_most_five_previous_secrets() -> None:
+    config = ReceiverConfig("r1", "http://x.test/", SECRET)
+    for i in range(8):
+        config = rotate(config, generate_secret(), now=float(i), grace=3600.0)
+    assert len(config.previous_secrets) == 5
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"grace_seconds": -1}, "grace_seconds"),
+        ({"grace_seconds": 8 * 86400}, "grace_seconds"),
+        ({"grace_seconds": True}, "grace_seconds"),
+        ({"signing": "dsa"}, "signing"),
+        ({"secret": "whsec_x"}, "secret"),
+        ({"secret": SECRET, "signing": "ed25519"}, "signing"),
+        ({"later": 1}, "later"),
+        ([], "body"),
+    ],
+)
+def test_rotation_errors_name_the_field(body: object, field: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        parse_rotation(body, 86400.0)
+    assert info.value.field == field
+
+
+def test_rotation_defaults() -> None:
+    assert parse_rotation(None, 86400.0) == (None, None, 86400.0)
+    assert parse_rotation({"grace_seconds": 0, "signing": "ed25519"}, 1.0) == (None, "ed25519", 0.0)
+
+
+def test_views_never_show_a_secret_except_the_new_one_once() -> None:
+    old, key = generate_secret(), generate_signing_key()
+    config = ReceiverConfig(
+        "r1", "http://x.test/", key, previous_secrets=((old, 500.0),), authorization="Bearer hunter2"
+    )
+    public = orjson.dumps(public_view(config, 100.0)).decode()
+    for hidden in (key, old, "hunter2", key.removeprefix("whsk_")):
+        assert hidden not in public
+    view = public_view(config, 100.0)
+    assert view["signing"] == "ed25519" and view["public_key"].startswith("whpk_")
+    assert view["authorization_set"] and view["previous_secrets_valid_until"] == [500.0]
+    assert "secret" not in secret_view(config, 100.0), "a whsk_ key stays inside; receivers need whpk_"
+    hmac_config = ReceiverConfig("r1", "http://x.test/", old)
+    assert secret_view(hmac_config, 100.0)["secret"] == old
+
+
+def _verify_config(secret: str = SECRET) -> ReceiverConfig:
+    return ReceiverConfig("r1", "http://x.test/", secret, verify=True)
+
+
+def test_verification_passes_on_an_echo_or_the_hmac_of_the_challenge() -> None:
+    config = _verify_config()
+    mac = base64.b64encode(hmac.new(decode_secret(SECRET), b"abc", hashlib.sha256).digest()).decode()
+    for body in [b"abc", b"  abc\n", b'{"challenge": "abc"}', mac.encode(), f"v1,{mac}".encode(),
+                 orjson.dumps({"challenge": mac})]:
+        result = judge(config, "abc", 200, body, None, 5.0)
+        assert (result.status, result.url, result.at) == ("passed", "http://x.test/", 5.0), body
+    assert judge(config, "abc", 200, b"abc", None, 5.0) == Verification("passed", "http://x.test/", 5.0)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "error", "reason"),
+    [
+        (404, b"abc", None, "HTTP 404"),
+        (200, b"", None, "without the challenge"),
+        (200, b"abd", None, "without the challenge"),
+        (200, b'{"challenge": 1}', None, "without the challenge"),
+        (None, b"", "timeout", "no response: timeout"),
+    ],
+)
+def test_verification_fails_with_a_reason(
+    status: int | None, body: bytes, error: str | None, reason: str
+) -> None:
+    result = judge(_verify_config(), "abc", status, body, error, 5.0)
+    assert result.status == "failed" and reason in result.reason
+
+
+def test_ed25519_receivers_can_only_echo() -> None:
+    config = _verify_config(generate_signing_key())
+    assert judge(config, "abc", 200, b"abc", None, 1.0).status == "passed"
+    assert judge(config, "abc", 200, b"not-it", None, 1.0).status == "failed"

@@ -1,0 +1,43 @@
+"""Secret rotation and endpoint verification of one receiver, on its owner."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from aiohttp import web
+
+from dispatcher.domain.receiver_spec import parse_rotation, public_view, rotate, secret_view, signing_kind
+from dispatcher.domain.signing import generate
+
+from .api import _dispatcher, _json, read_json, store_config
+from .receiver_ops import _receiver
+from .routing import owner_routed
+
+
+@owner_routed
+async def rotate_secret(request: web.Request) -> web.Response:
+    """Sign with a new secret from now on; the old one also signs for `grace_seconds` (default 24 h).
+
+    The answer is the only time the new secret is shown.
+    """
+    dispatcher = _dispatcher(request)
+    config = _receiver(dispatcher, request).config
+    body = await read_json(request, required=False)
+    secret, kind, grace = parse_rotation(body, dispatcher.settings.secret_grace)
+    now = time.time()
+    new = secret or generate(kind or signing_kind(config.secret))
+    rotated = rotate(config, new, now, grace)
+    await store_config(dispatcher, rotated)
+    return _json(secret_view(rotated, now))
+
+
+@owner_routed
+async def verify_endpoint(request: web.Request) -> web.Response:
+    """Run the verification handshake again (after fixing the receiver, say) and store its result."""
+    dispatcher = _dispatcher(request)
+    config = _receiver(dispatcher, request).config
+    await dispatcher.guard.check_url(config.url)
+    verified = replace(config, verification=await dispatcher.deliverer.verify(config))
+    await store_config(dispatcher, verified)
+    return _json(public_view(verified, time.time()))
