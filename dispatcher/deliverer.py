@@ -86,7 +86,7 @@ class Deliverer:
         """Run the endpoint-verification handshake against `config.url` (asked for through the API)."""
         now = self._clock()
         challenge = new_challenge(secrets.token_bytes(24))
-        headers = challenge_headers(config, challenge, new_id("verify"), int(now))
+        headers = challenge_headers(config, challenge, new_id("verify"), now)
         async with self._slots:
             try:
                 resp = await self._transport.request("GET", config.url, headers)
@@ -147,14 +147,14 @@ class Deliverer:
         started = self._clock()
         ping_id = new_id("ping")
         body = build_ping(receiver_id, started)
-        headers = build_ping_headers(config, ping_id, body, int(started))
+        headers = build_ping_headers(config, ping_id, body, started)
         outcome = await self._timed_post(token, config, headers, body, 0, ping_id)
         return replace(outcome, probe=True)
 
     async def _post(self, token: str, config: ReceiverConfig, entry: dict[str, Any]) -> Outcome:
         try:
             body = build_body(entry)
-            headers = build_headers(config, entry, body, int(self._clock()))
+            headers = build_headers(config, entry, body, self._clock())
         except Exception as exc:
             log.exception("cannot build request msg_id=%s seq=%s", entry.get("id"), entry.get("seq"))
             error = f"internal: {exc}"

@@ -149,8 +149,10 @@ class Receiver:
     Requests are recorded when they arrive; `completed` counts answered ones.
     """
 
-    def __init__(self, behaviour: Behaviour = answer_200) -> None:
+    def __init__(self, behaviour: Behaviour = answer_200, echo_challenge: bool = False) -> None:
         self.behaviour = behaviour
+        self.echo_challenge = echo_challenge  # answer a verification GET by echoing its challenge
+        self.challenges: list[Delivery] = []  # verification GETs received
         self.deliveries: list[Delivery] = []
         self.completed: list[Delivery] = []
         self.concurrent = 0
@@ -164,6 +166,7 @@ class Receiver:
     async def start(self) -> Receiver:
         app = web.Application()
         app.router.add_post("/{path:.*}", self._handle)
+        app.router.add_get("/{path:.*}", self._handle_get)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -190,6 +193,14 @@ class Receiver:
         status, headers = answer if isinstance(answer, tuple) else (answer, {})
         self.completed.append(delivery)
         return web.Response(status=status, text="ok" if status < 300 else "no", headers=headers)
+
+    async def _handle_get(self, request: web.Request) -> web.Response:
+        delivery = Delivery(
+            request.match_info["path"], time.time(), {k.lower(): v for k, v in request.headers.items()}, b""
+        )
+        self.challenges.append(delivery)
+        challenge = delivery.headers.get("webhook-challenge", "")
+        return web.Response(text=challenge if self.echo_challenge else "hello")
 
     def by_path(self, path: str) -> list[Delivery]:
         return [d for d in self.deliveries if d.path == path]

@@ -245,7 +245,10 @@ def decode_request(
         return ReceiverControl(action, str(data.get("reason") or ""))
     if kind != "message":
         raise InvalidInput("kind", f"unknown record kind {kind!r}", code="malformed")
-    return _decode_message(receiver_id, data, fallback_id, fallback_time)
+    try:
+        return _decode_message(receiver_id, data, fallback_id, fallback_time)
+    except InvalidInput as exc:  # every bad record is dead-lettered as "malformed"
+        raise InvalidInput(exc.field, exc.message, code="malformed") from exc
 
 
 def _decode_upsert(receiver_id: str, data: dict[str, Any]) -> ReceiverConfig:

@@ -16,7 +16,8 @@ import hmac
 import orjson
 
 from .records import ReceiverConfig, Verification
-from .signing import decode_secret, is_asymmetric, signature_header
+from .signing import decode_secret, is_asymmetric
+from .webhook import custom_headers, signed_headers
 
 CHALLENGE_HEADER = "webhook-challenge"
 MAX_ANSWER = 1024
@@ -26,15 +27,13 @@ def new_challenge(random_bytes: bytes) -> str:
     return base64.urlsafe_b64encode(random_bytes).decode().rstrip("=")
 
 
-def challenge_headers(config: ReceiverConfig, challenge: str, request_id: str, now: int) -> dict[str, str]:
-    signature = signature_header(config.active_secrets(now), request_id, now, challenge.encode())
-    return {
-        CHALLENGE_HEADER: challenge,
-        "webhook-id": request_id,
-        "webhook-timestamp": str(now),
-        "webhook-signature": signature,
-        "webhook-event-type": "webhook.verify",
-    }
+def challenge_headers(config: ReceiverConfig, challenge: str, request_id: str, now: float) -> dict[str, str]:
+    """The receiver's own headers, the challenge, and our signature over the challenge."""
+    headers = custom_headers(config, {})
+    headers.update(signed_headers(config, request_id, challenge.encode(), now))
+    headers[CHALLENGE_HEADER] = challenge
+    headers["webhook-event-type"] = "webhook.verify"
+    return headers
 
 
 def hmac_answer(config: ReceiverConfig, challenge: str) -> str | None:

@@ -23,30 +23,29 @@ def build_body(entry: dict[str, Any]) -> bytes:
     )
 
 
-def build_headers(
-    config: ReceiverConfig, entry: dict[str, Any], body: bytes, attempt_time: int
-) -> dict[str, str]:
+def signed_headers(config: ReceiverConfig, msg_id: str, body: bytes, now: float) -> dict[str, str]:
+    """`webhook-id`, `-timestamp` and `-signature`: one signature per secret active at `now`."""
+    timestamp = int(now)
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": signature_header(config.active_secrets(now), msg_id, timestamp, body),
+    }
+
+
+def build_headers(config: ReceiverConfig, entry: dict[str, Any], body: bytes, now: float) -> dict[str, str]:
     """Receiver headers, then the message's (validated at the API), then ours, which always win."""
-    msg_id = entry["id"]
-    headers = _custom(config, entry.get("headers") or {})
-    headers.update(
-        {
-            "content-type": "application/json",
-            "webhook-id": msg_id,
-            "webhook-timestamp": str(attempt_time),
-            "webhook-signature": signature_header(
-                config.active_secrets(attempt_time), msg_id, attempt_time, body
-            ),
-            "webhook-sequence": str(entry["seq"]),
-            "webhook-event-type": entry["type"],
-        }
-    )
+    headers = custom_headers(config, entry.get("headers") or {})
+    headers["content-type"] = "application/json"
+    headers.update(signed_headers(config, entry["id"], body, now))
+    headers["webhook-sequence"] = str(entry["seq"])
+    headers["webhook-event-type"] = entry["type"]
     if entry.get("replay_of") is not None:
         headers["webhook-replay-of"] = str(entry["replay_of"])
     return headers
 
 
-def _custom(config: ReceiverConfig, per_message: dict[str, str]) -> dict[str, str]:
+def custom_headers(config: ReceiverConfig, per_message: dict[str, str]) -> dict[str, str]:
     """Merged case-insensitively (a message's header replaces the receiver's of the same name)."""
     merged = {name.lower(): (name, value) for name, value in config.headers.items()}
     merged.update({name.lower(): (name, value) for name, value in per_message.items()})
@@ -62,20 +61,10 @@ def build_ping(receiver_id: str, attempt_time: float) -> bytes:
     return orjson.dumps({"type": "webhook.ping", "timestamp": iso_timestamp(attempt_time), "data": data})
 
 
-def build_ping_headers(
-    config: ReceiverConfig, ping_id: str, body: bytes, attempt_time: int
-) -> dict[str, str]:
+def build_ping_headers(config: ReceiverConfig, ping_id: str, body: bytes, now: float) -> dict[str, str]:
     """Signed like a message, but without a seq: a ping is not part of the ordered stream."""
-    headers = _custom(config, {})
-    headers.update(
-        {
-            "content-type": "application/json",
-            "webhook-id": ping_id,
-            "webhook-timestamp": str(attempt_time),
-            "webhook-signature": signature_header(
-                config.active_secrets(attempt_time), ping_id, attempt_time, body
-            ),
-            "webhook-event-type": "webhook.ping",
-        }
-    )
+    headers = custom_headers(config, {})
+    headers["content-type"] = "application/json"
+    headers.update(signed_headers(config, ping_id, body, now))
+    headers["webhook-event-type"] = "webhook.ping"
     return headers

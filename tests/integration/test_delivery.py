@@ -155,6 +155,8 @@ async def test_malformed_kafka_record_is_dead_lettered_and_does_not_stall(
         requests = f"{worker.app_id}.requests"
         await producer.send_and_wait(requests, b"{not json", key=rid.encode())
         await producer.send_and_wait(requests, orjson.dumps({"event_type": "a.b"}), key=rid.encode())
+        injected = {"event_type": "a.b", "payload": {}, "headers": {"X-A": "1\r\nX-Evil: 2"}}
+        await producer.send_and_wait(requests, orjson.dumps(injected), key=rid.encode())
         good = {"id": "direct-1", "event_type": "a.b", "payload": {"ok": True}}
         await producer.send_and_wait(requests, orjson.dumps(good), key=rid.encode())
     finally:
@@ -162,11 +164,14 @@ async def test_malformed_kafka_record_is_dead_lettered_and_does_not_stall(
     await wait_until(lambda: len(receiver.deliveries) == 1, 30, "the good record")
     assert receiver.deliveries[0].msg_id == "direct-1"
 
-    letters = await _read_topic(bootstrap, f"{worker.app_id}.dead-letters", 2)
+    assert "x-evil" not in receiver.deliveries[0].headers
+
+    letters = await _read_topic(bootstrap, f"{worker.app_id}.dead-letters", 3)
     mine = [letter for letter in letters if letter["receiver_id"] == rid]
-    assert [letter["reason"] for letter in mine] == ["malformed", "malformed"]
+    assert [letter["reason"] for letter in mine] == ["malformed"] * 3
     assert mine[0]["raw"] == "{not json"
     assert "payload" in mine[1]["detail"]
+    assert "headers.X-A" in mine[2]["detail"] and "X-Evil" in mine[2]["raw"]
 
 
 async def _read_topic(bootstrap: str, topic: str, at_least: int) -> list[dict]:
