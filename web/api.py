@@ -60,7 +60,9 @@ async def create_receiver(request: web.Request) -> web.StreamResponse:
     """
     dispatcher = _dispatcher(request)
     body = await read_json(request)
-    rid = check_id(body["id"], "id") if isinstance(body, dict) and "id" in body else new_id("rcv")
+    if not isinstance(body, dict):
+        raise InvalidInput("body", "must be a JSON object")
+    rid = check_id(body["id"], "id") if "id" in body else new_id("rcv")
     if not dispatcher.is_local(rid):
         return await forward_to_owner(dispatcher, request, rid, {**body, "id": rid})
     settings = dispatcher.settings
