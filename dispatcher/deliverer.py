@@ -25,6 +25,8 @@ from .transport import DeliveryError, Transport, cancel_quietly
 log = logging.getLogger(__name__)
 
 SendOutcome = Callable[[str, Outcome], Awaitable[None]]
+LostOutcome = Callable[[str, int], None]  # (receiver id, partition): wake it to try again
+REPORT_TRIES = 4
 
 
 @dataclass(slots=True)
@@ -40,10 +42,14 @@ class Deliverer:
         transport: Transport,
         send_outcome: SendOutcome,
         max_in_flight: int,
+        on_lost_outcome: LostOutcome,
         clock: Callable[[], float] = time.time,
+        report_backoff: float = 0.5,
     ) -> None:
         self._transport = transport
         self._send_outcome = send_outcome
+        self._on_lost_outcome = on_lost_outcome
+        self._report_backoff = report_backoff
         self._slots = asyncio.Semaphore(max_in_flight)
         self._clock = clock
         self._inflight: dict[str, InFlight] = {}
@@ -123,13 +129,7 @@ class Deliverer:
         async with self._slots:
             outcome = replace(await self._post(token, config, entry), attempt=attempt)
         _log_outcome(receiver_id, entry, attempt, outcome)
-        try:
-            await self._send_outcome(receiver_id, outcome)
-        except Exception:
-            log.exception(
-                "could not report outcome msg_id=%s receiver_id=%s seq=%s attempt=%d",
-                entry["id"], receiver_id, entry["seq"], attempt,
-            )
+        await self._report(receiver_id, token, outcome, f"msg_id={entry['id']} seq={entry['seq']}")
 
     async def _probe(self, receiver_id: str, token: str, config: ReceiverConfig, number: int) -> None:
         async with self._slots:
@@ -138,10 +138,34 @@ class Deliverer:
             "probe receiver_id=%s number=%d status=%s error=%s",
             receiver_id, number, outcome.status, outcome.error,
         )
-        try:
-            await self._send_outcome(receiver_id, outcome)
-        except Exception:
-            log.exception("could not report probe receiver_id=%s number=%d", receiver_id, number)
+        await self._report(receiver_id, token, outcome, "probe")
+
+    async def _report(self, receiver_id: str, token: str, outcome: Outcome, what: str) -> None:
+        """Send the outcome to the actor, a few times if need be.
+
+        Should every send fail, the actor never learns of this attempt: the slot
+        is freed and the receiver woken, so the attempt is made again (same seq
+        and attempt number; a late copy of this outcome is then ignored as stale).
+        """
+        delay = self._report_backoff
+        for tries in range(1, REPORT_TRIES + 1):
+            try:
+                await self._send_outcome(receiver_id, outcome)
+                return
+            except Exception:
+                log.warning(
+                    "could not report outcome receiver_id=%s %s attempt=%d (try %d of %d)",
+                    receiver_id, what, outcome.attempt, tries, REPORT_TRIES, exc_info=True,
+                )
+            if tries < REPORT_TRIES:
+                await asyncio.sleep(delay)
+                delay *= 2
+        current = self._inflight.get(receiver_id)
+        if current is not None and current.token == token:
+            del self._inflight[receiver_id]
+            log.error("outcome lost receiver_id=%s %s attempt=%d: the attempt will be made again",
+                      receiver_id, what, outcome.attempt)
+            self._on_lost_outcome(receiver_id, current.partition)
 
     async def _post_ping(self, receiver_id: str, token: str, config: ReceiverConfig) -> Outcome:
         started = self._clock()

@@ -50,8 +50,8 @@ class Dispatcher:
             settings.max_in_flight,
             Path(settings.ca_file) if settings.ca_file else None,
         )
-        self.deliverer = Deliverer(transport, self.send_outcome, settings.max_in_flight)
         self.timers = PartitionTimers(self._send_wake, settings.timer_resolution)
+        self.deliverer = Deliverer(transport, self.send_outcome, settings.max_in_flight, self._wake_soon)
         policy = settings.policy()
         self.store = ActorStore(self.topology.actors)
         self.runner = ActorRunner(
@@ -97,6 +97,11 @@ class Dispatcher:
         # Should the wake record be lost, the receiver is woken again later.
         self.timers.set(receiver_id, partition, time.time() + WAKE_LEASE)
         await self.topology.commands.send(key=receiver_id.encode(), value=WAKE_RECORD)
+
+    def _wake_soon(self, receiver_id: str, partition: int) -> None:
+        """An outcome never reached the actor: wake the receiver so its head is tried again."""
+        if partition in self.ownership.owned:
+            self.timers.set(receiver_id, partition, time.time())
 
     async def _send_dead_letter(self, receiver_id: str, record: bytes) -> None:
         fut = await self.topology.dead_letters.send(key=receiver_id.encode(), value=record)
