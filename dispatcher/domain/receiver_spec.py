@@ -12,7 +12,7 @@ from typing import Any
 
 from .errors import InvalidInput
 from .headers import check_header_value, check_headers
-from .records import ReceiverConfig, check_event_type, check_url
+from .records import ReceiverConfig, check_event_type, check_url, reject_unknown
 from .retry import RetryPolicy
 from .signing import SecretError, check_secret, is_asymmetric, public_key_of
 
@@ -43,9 +43,7 @@ def parse_receiver_spec(
     """
     if not isinstance(body, dict):
         raise InvalidInput("body", "must be a JSON object")
-    for key in body:
-        if key not in RECEIVER_FIELDS:
-            raise InvalidInput(str(key), "is not a known field")
+    reject_unknown(body, RECEIVER_FIELDS, "")
     url = check_url(body.get("url"), "url", require_https)
     event_types = body.get("event_types", [])
     if not isinstance(event_types, list) or len(event_types) > 256:
@@ -75,17 +73,23 @@ def parse_receiver_spec(
 def _with_secret(
     config: ReceiverConfig, body: dict[str, Any], make_secret: MakeSecret, current: ReceiverConfig | None
 ) -> ReceiverConfig:
-    kind = body.get("signing")
-    if kind is not None and kind not in SIGNING_KINDS:
-        raise InvalidInput("signing", f"must be one of {', '.join(SIGNING_KINDS)}")
-    if "secret" in body:
-        secret = check_signing_secret(body["secret"], "secret")
-        if kind is not None and kind != signing_kind(secret):
-            raise InvalidInput("signing", f"is {kind} but the secret is an {signing_kind(secret)} secret")
+    secret, kind = _signing_fields(body)
+    if secret is not None:
         return replace(config, secret=secret)
     if current is not None and kind in (None, signing_kind(current.secret)):
         return replace(config, secret=current.secret, previous_secrets=current.previous_secrets)
     return replace(config, secret=make_secret(kind or "hmac-sha256"))
+
+
+def _signing_fields(body: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The body's `secret` and `signing` kind (either may be absent), checked against each other."""
+    kind = body.get("signing")
+    if kind is not None and kind not in SIGNING_KINDS:
+        raise InvalidInput("signing", f"must be one of {', '.join(SIGNING_KINDS)}")
+    secret = check_signing_secret(body["secret"], "secret") if "secret" in body else None
+    if secret is not None and kind is not None and kind != signing_kind(secret):
+        raise InvalidInput("signing", f"is {kind} but the secret is an {signing_kind(secret)} secret")
+    return secret, kind
 
 
 def check_signing_secret(value: object, field: str) -> str:
@@ -107,18 +111,11 @@ def parse_rotation(body: object, default_grace: float) -> tuple[str | None, str 
     body = body if body is not None else {}
     if not isinstance(body, dict):
         raise InvalidInput("body", "must be a JSON object")
-    for key in body:
-        if key not in ("secret", "signing", "grace_seconds"):
-            raise InvalidInput(str(key), "is not a known field")
+    reject_unknown(body, {"secret", "signing", "grace_seconds"}, "")
     grace = body.get("grace_seconds", default_grace)
     if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace <= MAX_GRACE:
         raise InvalidInput("grace_seconds", f"must be a number of seconds in 0..{MAX_GRACE:g}")
-    kind = body.get("signing")
-    if kind is not None and kind not in SIGNING_KINDS:
-        raise InvalidInput("signing", f"must be one of {', '.join(SIGNING_KINDS)}")
-    secret = check_signing_secret(body["secret"], "secret") if "secret" in body else None
-    if secret is not None and kind is not None and kind != signing_kind(secret):
-        raise InvalidInput("signing", f"is {kind} but the secret is an {signing_kind(secret)} secret")
+    secret, kind = _signing_fields(body)
     return secret, kind, float(grace)
 
 

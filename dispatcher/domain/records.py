@@ -181,7 +181,7 @@ def parse_message_spec(body: object, prefix: str, make_id: Any, now: float) -> M
     """Validate one message of `POST /v1/messages`; `prefix` qualifies field names."""
     if not isinstance(body, dict):
         raise InvalidInput(prefix or "body", "must be a JSON object")
-    _reject_unknown(body, {"receiver_id", "event_type", "payload", "id", "headers"}, prefix)
+    reject_unknown(body, {"receiver_id", "event_type", "payload", "id", "headers"}, prefix)
     receiver_id = check_id(body.get("receiver_id"), prefix + "receiver_id")
     event_type = check_event_type(body.get("event_type"), prefix + "event_type")
     if "payload" not in body:
@@ -191,7 +191,7 @@ def parse_message_spec(body: object, prefix: str, make_id: Any, now: float) -> M
     return Message(msg_id, receiver_id, event_type, body["payload"], headers, now)
 
 
-def _reject_unknown(body: dict[str, Any], allowed: set[str], prefix: str) -> None:
+def reject_unknown(body: dict[str, Any], allowed: set[str], prefix: str) -> None:
     for key in body:
         if key not in allowed:
             raise InvalidInput(prefix + str(key), "is not a known field")

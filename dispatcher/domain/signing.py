@@ -30,14 +30,19 @@ def generate_secret(random_bytes: bytes | None = None) -> str:
     return SECRET_PREFIX + base64.b64encode(raw).decode()
 
 
+def _decode_prefixed(value: str, prefix: str, what: str) -> bytes:
+    """The bytes of `<prefix><base64>`; errors name `what` (secret, signing key)."""
+    if not value.startswith(prefix):
+        raise SecretError(f"{what} must start with '{prefix}'")
+    try:
+        return base64.b64decode(value[len(prefix) :], validate=True)
+    except ValueError as exc:
+        raise SecretError(f"{what} is not valid base64 after '{prefix}'") from exc
+
+
 def decode_secret(secret: str) -> bytes:
     """Return the HMAC key bytes of a `whsec_<base64>` secret."""
-    if not secret.startswith(SECRET_PREFIX):
-        raise SecretError("secret must start with 'whsec_'")
-    try:
-        key = base64.b64decode(secret[len(SECRET_PREFIX) :], validate=True)
-    except ValueError as exc:
-        raise SecretError("secret is not valid base64 after 'whsec_'") from exc
+    key = _decode_prefixed(secret, SECRET_PREFIX, "secret")
     if not 24 <= len(key) <= 64:
         raise SecretError("secret must decode to 24..64 bytes")
     return key
@@ -56,12 +61,7 @@ def generate_signing_key(seed: bytes | None = None) -> str:
 
 def decode_signing_key(secret: str) -> Ed25519PrivateKey:
     """The private key of a `whsk_` secret: 32 bytes of seed, or 64 of seed + public key."""
-    if not secret.startswith(SIGNING_KEY_PREFIX):
-        raise SecretError("signing key must start with 'whsk_'")
-    try:
-        raw = base64.b64decode(secret[len(SIGNING_KEY_PREFIX) :], validate=True)
-    except ValueError as exc:
-        raise SecretError("signing key is not valid base64 after 'whsk_'") from exc
+    raw = _decode_prefixed(secret, SIGNING_KEY_PREFIX, "signing key")
     if len(raw) not in (32, 64):
         raise SecretError("signing key must decode to 32 or 64 bytes")
     key = Ed25519PrivateKey.from_private_bytes(raw[:32])

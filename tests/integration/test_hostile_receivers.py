@@ -151,19 +151,9 @@ async def hostile() -> AsyncIterator[HostileServer]:
 async def first_attempt(api: Api, url: str) -> dict[str, Any]:
     rid = (await api.create_receiver(url))["id"]
     await api.send_batch([{"receiver_id": rid, "event_type": "t.x", "payload": {}}])
-    attempts: list[dict[str, Any]] = []
-
-    async def logged() -> bool:
-        attempts[:] = await api.attempts(rid)
-        return bool(attempts)
-
-    for _ in range(300):  # 15 s at most
-        if await logged():
-            break
-        await asyncio.sleep(0.05)
-    assert attempts, f"no attempt logged for {url}"
+    await api.eventually_state(rid, lambda s: s["last_response"] is not None, 15, f"an attempt on {url}")
     await api.call("POST", f"/v1/receivers/{rid}/pause")  # no more retries of failing attacks
-    return attempts[0]
+    return (await api.attempts(rid))[0]
 
 
 async def test_hostile_bodies_are_capped_and_memory_stays_flat(
