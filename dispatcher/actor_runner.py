@@ -58,6 +58,7 @@ class ActorRunner:
             random.random(),
             self.deliverer.busy(receiver_id),
             lambda seq: store.accepted_at(receiver_id, seq),
+            lambda seq: store.entry_size(receiver_id, seq),
         )
         new_state, effects = actor.decide(state, command, facts, self.policy)
         for effect in effects:
@@ -73,8 +74,8 @@ class ActorRunner:
         self, receiver_id: str, partition: int, state: ReceiverState | None, effect: Effect
     ) -> None:
         match effect:
-            case actor.PutBacklog(seq, message):
-                self.store.put_backlog(receiver_id, seq, message)
+            case actor.PutBacklog(seq, _, encoded):
+                self.store.put_backlog(receiver_id, seq, encoded)
             case actor.RememberId(msg_id, seq, expires_at):
                 self.store.remember_id(receiver_id, msg_id, seq, expires_at)
             case actor.SaveState():
@@ -82,12 +83,16 @@ class ActorRunner:
                 self.store.save(state)
             case actor.DeleteBacklog(seq):
                 self.store.delete_backlog(receiver_id, seq)
-            case actor.Deliver(seq, attempt):
+            case actor.Deliver(seq, attempt, count, lane):
                 assert state is not None
-                self._deliver(state, partition, seq, attempt)
+                await self.deliverer.start(receiver_id, partition, state.config, seq, attempt, count, lane)
             case actor.Probe(number):
                 assert state is not None
-                self.deliverer.start_probe(receiver_id, partition, state.config, number)
+                lane = state.health.lane
+                await self.deliverer.start_probe(receiver_id, partition, state.config, number, lane)
+            case actor.MovedLane(lane, p90, timeouts):
+                log.info("receiver_id=%s moved to the %s lane (p90 %s ms, %d timeouts in a row)",
+                         receiver_id, lane, p90, timeouts)
             case actor.DeadLetterHead():
                 await self._dead_letter_head(receiver_id, effect)
             case actor.TrimDeadLetters(keep):
@@ -98,13 +103,6 @@ class ActorRunner:
                 await self.dead_letter(receiver_id, effect)
             case actor.Ignored(reason, msg_id, seq):
                 log.debug("ignored receiver_id=%s msg_id=%s seq=%s: %s", receiver_id, msg_id, seq, reason)
-
-    def _deliver(self, state: ReceiverState, partition: int, seq: int, attempt: int) -> None:
-        entry = self.store.get_backlog(state.receiver_id, seq)
-        if entry is None:  # the actor dead-letters a missing head on its next step
-            log.error("backlog entry missing receiver_id=%s seq=%d", state.receiver_id, seq)
-            return
-        self.deliverer.start(state.receiver_id, partition, state.config, entry, attempt)
 
     async def _dead_letter_head(self, receiver_id: str, effect: actor.DeadLetterHead) -> None:
         """Record a message that will not be delivered: topic first, then the table."""

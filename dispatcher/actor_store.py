@@ -14,7 +14,6 @@ import orjson
 
 from .domain import keys
 from .domain.actor import ReceiverState
-from .domain.records import Message, encode_backlog_entry
 
 
 class ActorStore:
@@ -30,12 +29,28 @@ class ActorStore:
     def save(self, state: ReceiverState) -> None:
         self._table[keys.state_key(state.receiver_id)] = state.to_bytes()
 
-    def put_backlog(self, receiver_id: str, seq: int, message: Message) -> None:
-        self._table[keys.backlog_key(receiver_id, seq)] = encode_backlog_entry(message, seq)
+    def put_backlog(self, receiver_id: str, seq: int, encoded: bytes) -> None:
+        self._table[keys.backlog_key(receiver_id, seq)] = encoded
 
     def get_backlog(self, receiver_id: str, seq: int) -> dict[str, Any] | None:
         raw = self._table.data.get(keys.backlog_key(receiver_id, seq))
         return None if raw is None else orjson.loads(raw)
+
+    def entry_size(self, receiver_id: str, seq: int) -> int:
+        raw = self._table.data.get(keys.backlog_key(receiver_id, seq))
+        return 0 if raw is None else len(raw)
+
+    def backlog_run(self, receiver_id: str, seq: int, count: int, max_bytes: int) -> list[dict[str, Any]]:
+        """Entries seq, seq+1, ... : at most `count`, and at most `max_bytes` unless the first alone."""
+        entries: list[dict[str, Any]] = []
+        total = 0
+        for number in range(seq, seq + count):
+            raw = self._table.data.get(keys.backlog_key(receiver_id, number))
+            if raw is None or (entries and total + len(raw) > max_bytes):
+                break
+            total += len(raw)
+            entries.append(orjson.loads(raw))
+        return entries
 
     def accepted_at(self, receiver_id: str, seq: int) -> float | None:
         entry = self.get_backlog(receiver_id, seq)

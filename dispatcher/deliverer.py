@@ -4,6 +4,11 @@ An attempt never blocks the partition's stream: it runs in its own task, and
 its outcome goes back through the commands topic, so only the stream that owns
 the receiver's partition writes its state. At most one attempt per receiver is
 in flight on this worker (ordered receivers).
+
+Every attempt needs a connection slot of its lane and of its host (`SlotPool`).
+Until it gets them it waits as a small `Job` (the messages stay in the
+backlog and are read only when the POST starts). A slow-lane job first goes
+through the slow-lane topic, whose agent paces it (`slow_lane.py`).
 """
 
 from __future__ import annotations
@@ -15,25 +20,56 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
 
 from .domain.ids import new_id
+from .domain.lanes import Lane
 from .domain.records import Outcome, ReceiverConfig, Verification
+from .domain.slots import SlotPool
 from .domain.verification import challenge_headers, judge, new_challenge
-from .domain.webhook import build_body, build_headers, build_ping, build_ping_headers
+from .domain.webhook import (
+    batch_id,
+    build_batch_body,
+    build_batch_headers,
+    build_body,
+    build_headers,
+    build_ping,
+    build_ping_headers,
+)
 from .transport import DeliveryError, Transport, cancel_quietly
 
 log = logging.getLogger(__name__)
 
 SendOutcome = Callable[[str, Outcome], Awaitable[None]]
 LostOutcome = Callable[[str, int], None]  # (receiver id, partition): wake it to try again
+SendSlow = Callable[[str, bytes], Awaitable[None]]  # (receiver id, record) to the slow-lane topic
+# (receiver id, first seq, at most count, at most bytes) -> backlog entries, oldest first
+LoadEntries = Callable[[str, int, int, int], list[dict[str, Any]]]
 REPORT_TRIES = 4
+API_SLOTS = 16  # pings and verifications asked for through the API
 
 
-@dataclass(slots=True)
-class InFlight:
-    token: str
+@dataclass(slots=True, eq=False)
+class Job:
+    """One attempt (or probe) of one receiver, from the actor's decision to its outcome."""
+
+    receiver_id: str
     partition: int
-    task: asyncio.Task[None]
+    token: str
+    config: ReceiverConfig
+    lane: Lane
+    host: str
+    seq: int = 0  # first seq; 0 for a probe
+    attempt: int = 0  # attempt of the head, or the probe's number
+    count: int = 1  # messages a batch may carry
+    probe: bool = False
+    task: asyncio.Task[None] | None = None
+
+
+def lane_limits(fast: int, slow: int) -> dict[str, int]:
+    return {Lane.FAST: fast, Lane.SLOW: slow}
 
 
 class Deliverer:
@@ -41,50 +77,99 @@ class Deliverer:
         self,
         transport: Transport,
         send_outcome: SendOutcome,
-        max_in_flight: int,
+        pool: SlotPool[Job],
+        load_entries: LoadEntries,
         on_lost_outcome: LostOutcome,
+        send_slow: SendSlow | None = None,
         clock: Callable[[], float] = time.time,
         report_backoff: float = 0.5,
+        batch_max_bytes: int = 1 << 20,
     ) -> None:
         self._transport = transport
         self._send_outcome = send_outcome
+        self.pool = pool
+        self._load_entries = load_entries
         self._on_lost_outcome = on_lost_outcome
+        self._send_slow = send_slow
         self._report_backoff = report_backoff
-        self._slots = asyncio.Semaphore(max_in_flight)
+        self._batch_max_bytes = batch_max_bytes
+        self._api_slots = asyncio.Semaphore(API_SLOTS)
         self._clock = clock
-        self._inflight: dict[str, InFlight] = {}
+        self._jobs: dict[str, Job] = {}
         # Tokens tell this worker's outcomes from those of an earlier owner.
         self._incarnation = secrets.token_hex(4)
         self._counter = 0
 
     def busy(self, receiver_id: str) -> bool:
-        return receiver_id in self._inflight
+        return receiver_id in self._jobs
 
     @property
     def in_flight(self) -> int:
-        return len(self._inflight)
+        return len(self._jobs)
 
-    def start(
-        self, receiver_id: str, partition: int, config: ReceiverConfig, entry: dict[str, Any], attempt: int
+    def stats(self) -> dict[str, Any]:
+        return {
+            "attempts": len(self._jobs),
+            "posting": dict(self.pool.used),
+            "limits": dict(self.pool.limits),
+            "waiting_for_slot": self.pool.waiting,
+            "hosts_posting": len(self.pool.host_used),
+        }
+
+    async def start(
+        self, receiver_id: str, partition: int, config: ReceiverConfig, seq: int, attempt: int,
+        count: int = 1, lane: Lane = Lane.FAST,
     ) -> None:
-        """Start one attempt of `entry` unless the receiver already has one in flight."""
-        if receiver_id in self._inflight:
-            return
-        token = self._next_token()
-        task = asyncio.create_task(self._attempt(receiver_id, token, config, entry, attempt))
-        self._inflight[receiver_id] = InFlight(token, partition, task)
+        """Start one attempt of messages seq.. unless the receiver already has one."""
+        await self._begin(Job(receiver_id, partition, "", config, lane, "", seq, attempt, count))
 
-    def start_probe(self, receiver_id: str, partition: int, config: ReceiverConfig, number: int) -> None:
+    async def start_probe(
+        self, receiver_id: str, partition: int, config: ReceiverConfig, number: int, lane: Lane = Lane.FAST
+    ) -> None:
         """Send a `webhook.ping` in the receiver's one slot (its circuit is open)."""
-        if receiver_id in self._inflight:
+        await self._begin(Job(receiver_id, partition, "", config, lane, "", 0, number, probe=True))
+
+    async def _begin(self, job: Job) -> None:
+        if job.receiver_id in self._jobs:
             return
-        token = self._next_token()
-        task = asyncio.create_task(self._probe(receiver_id, token, config, number))
-        self._inflight[receiver_id] = InFlight(token, partition, task)
+        job.token = self._next_token()
+        job.host = (urlsplit(job.config.url).hostname or "").lower()
+        self._jobs[job.receiver_id] = job
+        if job.lane is Lane.SLOW and self._send_slow is not None:
+            try:
+                await self._send_slow(job.receiver_id, orjson.dumps({"token": job.token}))
+                return
+            except Exception:
+                log.warning("slow-lane topic unavailable receiver_id=%s: queued here", job.receiver_id,
+                            exc_info=True)
+        self.submit(job)
+
+    def slow_job(self, receiver_id: str, token: str) -> Job | None:
+        """The slow-lane job a slow-lane record names, if it is still waiting to start."""
+        job = self._jobs.get(receiver_id)
+        return job if job is not None and job.token == token and job.task is None else None
+
+    def submit(self, job: Job) -> None:
+        """Post now if the lane and the host have a slot, else wait for one."""
+        if self._jobs.get(job.receiver_id) is not job or job.task is not None:
+            return
+        if self.pool.try_acquire(job.lane, job.host):
+            job.task = asyncio.create_task(self._run(job))
+        else:
+            self.pool.park(job.lane, job.host, job)
+
+    def _free_slot(self, lane: str, host: str) -> None:
+        pending = self.pool.release(lane, host)
+        while pending:
+            lane, host, job = pending.pop()
+            if self._jobs.get(job.receiver_id) is job and job.task is None:
+                job.task = asyncio.create_task(self._run(job))
+            else:  # dropped while it waited
+                pending += self.pool.release(lane, host)
 
     async def ping(self, receiver_id: str, config: ReceiverConfig) -> Outcome:
         """A ping asked for through the API: posted now, outside the receiver's slot."""
-        async with self._slots:
+        async with self._api_slots:
             outcome = await self._post_ping(receiver_id, "manual", config)
         return replace(outcome, manual=True)
 
@@ -93,7 +178,7 @@ class Deliverer:
         now = self._clock()
         challenge = new_challenge(secrets.token_bytes(24))
         headers = challenge_headers(config, challenge, new_id("verify"), now)
-        async with self._slots:
+        async with self._api_slots:
             try:
                 resp = await self._transport.request("GET", config.url, headers)
             except DeliveryError as exc:
@@ -105,42 +190,65 @@ class Deliverer:
 
     def release(self, receiver_id: str, token: str) -> None:
         """The actor has the outcome of `token`; the receiver may get its next attempt."""
-        current = self._inflight.get(receiver_id)
+        current = self._jobs.get(receiver_id)
         if current is not None and current.token == token:
-            del self._inflight[receiver_id]
+            del self._jobs[receiver_id]
 
     def _next_token(self) -> str:
         self._counter += 1
         return f"{self._incarnation}-{self._counter}"
 
     async def drop_partitions(self, partitions: set[int]) -> None:
-        """Cancel attempts of receivers whose partition this worker no longer owns."""
-        lost = [rid for rid, f in self._inflight.items() if f.partition in partitions]
-        for rid in lost:
-            await cancel_quietly(self._inflight.pop(rid).task)
+        """Forget attempts of receivers whose partition this worker no longer owns."""
+        self.pool.drop(lambda job: job.partition in partitions)
+        lost = [job for job in self._jobs.values() if job.partition in partitions]
+        for job in lost:
+            del self._jobs[job.receiver_id]
+            if job.task is not None:
+                await cancel_quietly(job.task)
 
     async def close(self) -> None:
-        await self.drop_partitions({f.partition for f in self._inflight.values()})
+        await self.drop_partitions({job.partition for job in self._jobs.values()})
         await self._transport.close()
 
-    async def _attempt(
-        self, receiver_id: str, token: str, config: ReceiverConfig, entry: dict[str, Any], attempt: int
-    ) -> None:
-        async with self._slots:
-            outcome = replace(await self._post(token, config, entry), attempt=attempt)
-        _log_outcome(receiver_id, entry, attempt, outcome)
-        await self._report(receiver_id, token, outcome, f"msg_id={entry['id']} seq={entry['seq']}")
+    async def _run(self, job: Job) -> None:
+        """Post (holding the job's slots), then report the outcome to the actor."""
+        try:
+            outcome = await (self._probe(job) if job.probe else self._attempt(job))
+        finally:
+            self._free_slot(job.lane, job.host)
+        if outcome is None:
+            return
+        what = "probe" if job.probe else f"msg_id={outcome.msg_id} seq={outcome.seq}"
+        await self._report(job, outcome, what)
 
-    async def _probe(self, receiver_id: str, token: str, config: ReceiverConfig, number: int) -> None:
-        async with self._slots:
-            outcome = replace(await self._post_ping(receiver_id, token, config), attempt=number)
+    async def _attempt(self, job: Job) -> Outcome | None:
+        batching = job.config.options.batching
+        limit = job.config.options.batch_max_bytes or self._batch_max_bytes
+        entries = self._load_entries(job.receiver_id, job.seq, job.count if batching else 1, limit)
+        if not entries:  # the actor dead-letters a missing head on its next step
+            log.error("backlog entry missing receiver_id=%s seq=%d", job.receiver_id, job.seq)
+            self._forget(job)
+            return None
+        outcome = replace(await self._post(job, entries, batching), attempt=job.attempt)
+        _log_outcome(job, outcome)
+        return outcome
+
+    async def _probe(self, job: Job) -> Outcome:
+        outcome = replace(await self._post_ping(job.receiver_id, job.token, job.config), attempt=job.attempt)
         log.info(
-            "probe receiver_id=%s number=%d status=%s error=%s",
-            receiver_id, number, outcome.status, outcome.error,
+            "probe receiver_id=%s number=%d lane=%s status=%s error=%s",
+            job.receiver_id, job.attempt, job.lane, outcome.status, outcome.error,
         )
-        await self._report(receiver_id, token, outcome, "probe")
+        return outcome
 
-    async def _report(self, receiver_id: str, token: str, outcome: Outcome, what: str) -> None:
+    def _forget(self, job: Job) -> None:
+        """Give up on a job the actor will never hear of: free the receiver and wake it."""
+        if self._jobs.get(job.receiver_id) is job:
+            del self._jobs[job.receiver_id]
+            self._on_lost_outcome(job.receiver_id, job.partition)
+
+    async def _report(self, job: Job, outcome: Outcome, what: str) -> None:
         """Send the outcome to the actor, a few times if need be.
 
         Should every send fail, the actor never learns of this attempt: the slot
@@ -150,22 +258,20 @@ class Deliverer:
         delay = self._report_backoff
         for tries in range(1, REPORT_TRIES + 1):
             try:
-                await self._send_outcome(receiver_id, outcome)
+                await self._send_outcome(job.receiver_id, outcome)
                 return
             except Exception:
                 log.warning(
                     "could not report outcome receiver_id=%s %s attempt=%d (try %d of %d)",
-                    receiver_id, what, outcome.attempt, tries, REPORT_TRIES, exc_info=True,
+                    job.receiver_id, what, outcome.attempt, tries, REPORT_TRIES, exc_info=True,
                 )
             if tries < REPORT_TRIES:
                 await asyncio.sleep(delay)
                 delay *= 2
-        current = self._inflight.get(receiver_id)
-        if current is not None and current.token == token:
-            del self._inflight[receiver_id]
+        if self._jobs.get(job.receiver_id) is job:
             log.error("outcome lost receiver_id=%s %s attempt=%d: the attempt will be made again",
-                      receiver_id, what, outcome.attempt)
-            self._on_lost_outcome(receiver_id, current.partition)
+                      job.receiver_id, what, outcome.attempt)
+            self._forget(job)
 
     async def _post_ping(self, receiver_id: str, token: str, config: ReceiverConfig) -> Outcome:
         started = self._clock()
@@ -175,15 +281,22 @@ class Deliverer:
         outcome = await self._timed_post(token, config, headers, body, 0, ping_id)
         return replace(outcome, probe=True)
 
-    async def _post(self, token: str, config: ReceiverConfig, entry: dict[str, Any]) -> Outcome:
+    async def _post(self, job: Job, entries: list[dict[str, Any]], batching: bool) -> Outcome:
+        first, last = entries[0], entries[-1]
+        msg_id = batch_id(job.receiver_id, first["seq"], last["seq"]) if batching else first["id"]
         try:
-            body = build_body(entry)
-            headers = build_headers(config, entry, body, self._clock())
+            if batching:
+                body = build_batch_body(entries)
+                headers = build_batch_headers(job.config, entries, body, self._clock())
+            else:
+                body = build_body(first)
+                headers = build_headers(job.config, first, body, self._clock())
         except Exception as exc:
-            log.exception("cannot build request msg_id=%s seq=%s", entry.get("id"), entry.get("seq"))
+            log.exception("cannot build request msg_id=%s seq=%s", msg_id, first.get("seq"))
             error = f"internal: {exc}"
-            return Outcome(entry["seq"], entry["id"], token, False, None, error, 0.0, self._clock())
-        return await self._timed_post(token, config, headers, body, entry["seq"], entry["id"])
+            return Outcome(first["seq"], msg_id, job.token, False, None, error, 0.0, self._clock())
+        outcome = await self._timed_post(job.token, job.config, headers, body, first["seq"], msg_id)
+        return replace(outcome, last=last["seq"] if batching else 0)
 
     async def _timed_post(
         self, token: str, config: ReceiverConfig, headers: dict[str, str], body: bytes, seq: int, msg_id: str
@@ -216,15 +329,16 @@ class Deliverer:
         )
 
 
-def _log_outcome(receiver_id: str, entry: dict[str, Any], attempt: int, outcome: Outcome) -> None:
+def _log_outcome(job: Job, outcome: Outcome) -> None:
+    seqs = f"{outcome.seq}-{outcome.last}" if outcome.last else str(outcome.seq)
     if outcome.ok:
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
-                "delivered msg_id=%s receiver_id=%s seq=%s attempt=%d status=%s",
-                entry["id"], receiver_id, entry["seq"], attempt, outcome.status,
+                "delivered msg_id=%s receiver_id=%s seq=%s attempt=%d lane=%s status=%s",
+                outcome.msg_id, job.receiver_id, seqs, job.attempt, job.lane, outcome.status,
             )
         return
     log.warning(
-        "attempt failed msg_id=%s receiver_id=%s seq=%s attempt=%d status=%s error=%s",
-        entry["id"], receiver_id, entry["seq"], attempt, outcome.status, outcome.error,
+        "attempt failed msg_id=%s receiver_id=%s seq=%s attempt=%d lane=%s status=%s error=%s",
+        outcome.msg_id, job.receiver_id, seqs, job.attempt, job.lane, outcome.status, outcome.error,
     )

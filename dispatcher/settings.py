@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -11,8 +12,11 @@ from typing import Any
 from .domain.actor import Policy
 from .domain.addresses import AllowList, TargetPolicy
 from .domain.breaker import BreakerPolicy
+from .domain.delivery_options import OVERFLOW_POLICIES
 from .domain.errors import InvalidInput
+from .domain.lanes import Lane, LanePolicy
 from .domain.retry import RetryPolicy, parse_schedule
+from .domain.slots import SlotPool, parse_host_limits
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -44,7 +48,27 @@ class Settings:
     # receivers
     verify_endpoints: bool = False  # default of a receiver's `verify`
     secret_grace: float = 86400.0  # how long a rotated-out secret still signs
-    max_in_flight: int = 512
+    # isolation: in-flight POSTs per worker (0: from the file-descriptor limit),
+    # per host (`host_limits` overrides: "host=n,host=n"), and the slow lane's
+    # own budget and pace
+    max_in_flight: int = 0
+    host_limit: int = 64
+    host_limits: str = ""
+    slow_lane_in_flight: int = 16
+    slow_lane_rate: float = 50.0  # slow-lane POSTs per second per worker
+    # penalty box: p90 of the last `slow_window` answers over `slow_after_ms`
+    # (0 turns lanes off), or `slow_timeouts` timeouts in a row; parole after
+    # `parole_after` fast answers in a row
+    slow_after_ms: float = 2000.0
+    slow_window: int = 10
+    slow_min_samples: int = 3
+    slow_timeouts: int = 3
+    parole_after: int = 5
+    # backlog caps per receiver (a receiver's own setting wins) and batching
+    backlog_max: int = 1_000_000
+    backlog_max_bytes: int = 1 << 30
+    backlog_overflow: str = "dead_letter_oldest"
+    batch_max_bytes: int = 1 << 20
     # retries: a comma-separated schedule of delays after each failure, or
     # "exponential" (retry_base x 2^(n-1) with full jitter, capped at retry_cap)
     retry_schedule: str = "5s,5m,30m,2h,5h,10h,10h,14h,20h,24h"
@@ -81,6 +105,11 @@ class Settings:
     # batch) to keep recovery exact there. Real Kafka needs no such limit.
     producer_max_batch_bytes: int = 16384
     standby_replicas: int = 1
+    # RocksDB memory per table partition: memtables (2 x write buffer) and the
+    # block cache. Faust's defaults (64 MiB buffers, a 2 GiB cache) would let
+    # a worker's RSS grow with what it stores.
+    table_write_buffer: int = 8 << 20
+    table_block_cache: int = 16 << 20
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **defaults: Any) -> Settings:
@@ -117,9 +146,51 @@ class Settings:
         breaker = BreakerPolicy(
             self.breaker_failures, self.breaker_window, self.breaker_ratio, self.probe_base, self.probe_cap
         )
-        return Policy(
-            retry, breaker, self.dedup_window, self.disable_after, self.dead_letters_keep, self.attempt_log
+        if self.backlog_overflow not in OVERFLOW_POLICIES:
+            raise SettingsError(
+                f"DISPATCHER_BACKLOG_OVERFLOW={self.backlog_overflow!r}: must be one of "
+                + ", ".join(OVERFLOW_POLICIES)
+            )
+        lanes = LanePolicy(
+            self.slow_after_ms, self.slow_window, self.slow_min_samples, self.slow_timeouts, self.parole_after
         )
+        return Policy(
+            retry, breaker, self.dedup_window, self.disable_after, self.dead_letters_keep, self.attempt_log,
+            lanes=lanes, backlog_max=self.backlog_max, backlog_max_bytes=self.backlog_max_bytes,
+            backlog_overflow=self.backlog_overflow,
+        )
+
+    def fast_lane_in_flight(self) -> int:
+        """The worker's in-flight bound: as set, or well below the file-descriptor limit."""
+        if self.max_in_flight > 0:
+            return self.max_in_flight
+        return in_flight_for(open_files_limit())
+
+    def slot_pool(self) -> SlotPool[Any]:
+        try:
+            overrides = parse_host_limits(self.host_limits, "DISPATCHER_HOST_LIMITS")
+        except InvalidInput as exc:
+            raise SettingsError(f"{exc.field}: {exc.message}") from exc
+        lanes = {Lane.FAST: self.fast_lane_in_flight(), Lane.SLOW: self.slow_lane_in_flight}
+        return SlotPool(lanes, self.host_limit, overrides)
+
+
+def open_files_limit() -> int:
+    """The soft limit on open files, raised to the hard limit first where allowed."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft if soft != resource.RLIM_INFINITY else 65536
+
+
+def in_flight_for(open_files: int) -> int:
+    """Half the descriptors left after a reserve for Kafka, RocksDB and the API, at most 4096."""
+    return max(8, min(4096, (open_files - 256) // 2))
 
 
 def _convert(name: str, raw: str, current: Any) -> Any:

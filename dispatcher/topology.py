@@ -22,6 +22,7 @@ class Topology:
     requests: Any  # faust.TopicT
     commands: Any
     dead_letters: Any
+    slow_lane: Any
     actors: Any  # faust.Table
 
 
@@ -31,6 +32,7 @@ def topic_names(settings: Settings) -> dict[str, str]:
         "requests": f"{prefix}.requests",
         "commands": f"{prefix}.commands",
         "dead_letters": f"{prefix}.dead-letters",
+        "slow_lane": f"{prefix}.slow-lane",
     }
 
 
@@ -49,13 +51,19 @@ def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
     requests = app.topic(names["requests"], **raw)
     commands = app.topic(names["commands"], **raw)
     dead_letters = app.topic(names["dead_letters"], **raw)
+    slow_lane = app.topic(names["slow_lane"], **raw)
     actors = app.Table(
         "actors",
         partitions=settings.partitions,
         key_type=bytes,
         value_type=bytes,
+        options={
+            "write_buffer_size": settings.table_write_buffer,
+            "max_write_buffer_number": 2,
+            "block_cache_size": settings.table_block_cache,
+        },
     )
-    return Topology(app, requests, commands, dead_letters, actors)
+    return Topology(app, requests, commands, dead_letters, slow_lane, actors)
 
 
 def faust_config(settings: Settings, web_middlewares: list[Any]) -> dict[str, Any]:

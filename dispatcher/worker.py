@@ -16,10 +16,11 @@ from yarl import URL
 from .actor_runner import ActorRunner
 from .actor_store import ActorStore
 from .agent import register_actor_agent
-from .deliverer import Deliverer
+from .deliverer import API_SLOTS, Deliverer
 from .domain.records import WAKE_RECORD, Outcome, encode_outcome
 from .ownership import Ownership
 from .settings import Settings
+from .slow_lane import Pacer, register_slow_lane
 from .target_guard import TargetGuard
 from .timers import PartitionTimers
 from .topology import Topology, build_topology, topic_names
@@ -47,13 +48,21 @@ class Dispatcher:
             settings.timeout,
             settings.connect_timeout,
             settings.response_cap,
-            settings.max_in_flight,
+            settings.fast_lane_in_flight() + settings.slow_lane_in_flight + API_SLOTS,
             Path(settings.ca_file) if settings.ca_file else None,
         )
         self.timers = PartitionTimers(self._send_wake, settings.timer_resolution)
-        self.deliverer = Deliverer(transport, self.send_outcome, settings.max_in_flight, self._wake_soon)
         policy = settings.policy()
         self.store = ActorStore(self.topology.actors)
+        self.deliverer = Deliverer(
+            transport,
+            self.send_outcome,
+            settings.slot_pool(),
+            self.store.backlog_run,
+            self._wake_soon,
+            self._send_slow,
+            batch_max_bytes=settings.batch_max_bytes,
+        )
         self.runner = ActorRunner(
             self.store, self.deliverer, self.timers, self._send_dead_letter, policy, self.names["requests"]
         )
@@ -65,6 +74,7 @@ class Dispatcher:
             key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True,
         )
         register_actor_agent(app, source, self.names["commands"], self.runner)
+        register_slow_lane(app, self.topology.slow_lane, self.deliverer, Pacer(settings.slow_lane_rate))
         self.topology.actors.on_recover(self.ownership.on_recovered)
         app.on_partitions_revoked.connect(self.ownership.on_revoked)
         app.task(self._run_timers)
@@ -102,6 +112,10 @@ class Dispatcher:
         """An outcome never reached the actor: wake the receiver so its head is tried again."""
         if partition in self.ownership.owned:
             self.timers.set(receiver_id, partition, time.time())
+
+    async def _send_slow(self, receiver_id: str, record: bytes) -> None:
+        """Queue a slow receiver's attempt on the slow-lane topic (not awaited: order is kept by key)."""
+        await self.topology.slow_lane.send(key=receiver_id.encode(), value=record)
 
     async def _send_dead_letter(self, receiver_id: str, record: bytes) -> None:
         fut = await self.topology.dead_letters.send(key=receiver_id.encode(), value=record)
@@ -143,6 +157,7 @@ class Dispatcher:
         return {
             "partitions": sorted(self.ownership.owned),
             "in_flight": self.deliverer.in_flight,
+            "delivery": self.deliverer.stats(),
             "timers": len(self.timers),
         }
 

@@ -56,6 +56,7 @@ class WorkerProcess:
             "DISPATCHER_REQUIRE_HTTPS": "false",
             # Receivers listen on 127.0.0.1; canaries on 127.0.0.2 and ::1 stay refused.
             "DISPATCHER_ALLOW_TARGETS": "127.0.0.1/32",
+            "DISPATCHER_HOST_LIMIT": "1024",  # every test receiver shares 127.0.0.1
             "DISPATCHER_SESSION_TIMEOUT": "6",
             "DISPATCHER_HEARTBEAT_INTERVAL": "1",
             # Short clocks so retries, probes and expiries happen within a test.
@@ -149,7 +150,16 @@ class Receiver:
     Requests are recorded when they arrive; `completed` counts answered ones.
     """
 
-    def __init__(self, behaviour: Behaviour = answer_200, echo_challenge: bool = False) -> None:
+    def __init__(
+        self,
+        behaviour: Behaviour = answer_200,
+        echo_challenge: bool = False,
+        host: str = "127.0.0.1",
+        cancel_on_disconnect: bool = False,
+    ) -> None:
+        self.host = host  # any 127/8 address is loopback: distinct hosts for per-host limits
+        # Cancel a handler whose client hung up, so `concurrent` counts open requests.
+        self.cancel_on_disconnect = cancel_on_disconnect
         self.behaviour = behaviour
         self.echo_challenge = echo_challenge  # answer a verification GET by echoing its challenge
         self.challenges: list[Delivery] = []  # verification GETs received
@@ -161,15 +171,15 @@ class Receiver:
         self.port = 0
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{path}"
+        return f"http://{self.host}:{self.port}/{path}"
 
     async def start(self) -> Receiver:
         app = web.Application()
         app.router.add_post("/{path:.*}", self._handle)
         app.router.add_get("/{path:.*}", self._handle_get)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=self.cancel_on_disconnect)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, self.host, 0)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         return self

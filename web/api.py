@@ -12,6 +12,7 @@ import orjson
 from aiohttp import web
 
 from dispatcher.domain.actor import ReceiverState
+from dispatcher.domain.delivery_options import REJECT
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.ids import check_id, new_id
 from dispatcher.domain.receiver_spec import parse_receiver_spec, public_view, secret_view
@@ -152,6 +153,19 @@ def _encode_checked(dispatcher: Dispatcher, msg: Message, field: str) -> bytes:
 
 
 def _check_known(dispatcher: Dispatcher, receiver_id: str, field: str) -> None:
-    """Reject unknown receivers where this worker can tell; the owner dead-letters the rest."""
-    if dispatcher.is_local(receiver_id) and dispatcher.store.load(receiver_id) is None:
+    """Refuse unknown receivers, and full backlogs whose policy is `reject`, where this worker
+    can tell (it owns the receiver); the owner dead-letters the rest, with the same reason."""
+    if not dispatcher.is_local(receiver_id):
+        return
+    state = dispatcher.store.load(receiver_id)
+    if state is None:
         raise InvalidInput(field, f"no receiver {receiver_id!r}", code="not_found", status=404)
+    max_count, max_bytes, overflow = dispatcher.runner.policy.backlog_caps(state.config)
+    if overflow == REJECT and (state.backlog >= max_count or state.backlog_bytes >= max_bytes):
+        raise InvalidInput(
+            field,
+            f"receiver {receiver_id!r} has a full backlog ({state.backlog} messages, "
+            f"{state.backlog_bytes} bytes); retry later",
+            code="backlog_full",
+            status=429,
+        )

@@ -78,6 +78,8 @@ def receiver_view(dispatcher: Dispatcher, state: ReceiverState, now: float) -> d
             "delivered": state.delivered,
             "failed_attempts": state.failed_attempts,
             "dead_lettered": state.dead_lettered,
+            "backlog_bytes": state.backlog_bytes,
+            "lane": state.health.view(),
             "last_response": latest[0] if latest else None,
         },
     }

@@ -24,7 +24,10 @@ from typing import Any
 import orjson
 
 from .breaker import Breaker, BreakerPolicy, Circuit
-from .records import Message, Outcome, ReceiverConfig
+from .delivery_options import DEAD_LETTER_OLDEST, REJECT
+from .lanes import Health, Lane, LanePolicy
+from .ratelimit import Bucket, burst_of
+from .records import Message, Outcome, ReceiverConfig, encode_backlog_entry
 from .retry import RetryPolicy, Verdict, parse_retry_after
 
 BODY_PREFIX_KEEP = 1024
@@ -57,6 +60,9 @@ class ReceiverState:
     last_error: str | None = None
     last_attempt_at: float = 0.0
     dedup_sweep_at: float = 0.0  # earliest dedup entry expiry; 0 = none pending
+    health: Health = field(default_factory=Health)  # recent answer times and the lane they earned
+    backlog_bytes: int = 0  # stored size of the buffered messages
+    bucket: Bucket = field(default_factory=Bucket)  # the receiver's rate limit, if it has one
 
     @property
     def head(self) -> int | None:
@@ -86,6 +92,11 @@ class ReceiverState:
         if "breaker" in data:
             b = data["breaker"]
             data["breaker"] = Breaker(**{**b, "circuit": Circuit(b["circuit"])})
+        if "health" in data:
+            h = data["health"]
+            data["health"] = Health(**{**h, "lane": Lane(h["lane"]), "recent_ms": tuple(h["recent_ms"])})
+        if "bucket" in data:
+            data["bucket"] = Bucket(**data["bucket"])
         return cls(**data)
 
 
@@ -99,12 +110,17 @@ def _no_backlog(seq: int) -> float | None:
     return None
 
 
+def _no_size(seq: int) -> int:
+    return 0
+
+
 @dataclass(slots=True, frozen=True)
 class Facts:
     now: float
     rand: float = 0.5  # uniform in [0, 1), for jitter
     in_flight: bool = False  # an attempt or probe of this receiver is running on this worker
     accepted_at: Callable[[int], float | None] = _no_backlog  # backlog lookup; None = missing
+    entry_size: Callable[[int], int] = _no_size  # stored size of a backlog entry (0 if missing)
 
 
 @dataclass(slots=True, frozen=True)
@@ -116,6 +132,18 @@ class Policy:
     dead_letters_keep: int = 10_000
     attempt_log: int = 50
     max_expired_per_event: int = 200  # bounds one stream event's work; a wake continues
+    lanes: LanePolicy = field(default_factory=LanePolicy)
+    backlog_max: int = 1_000_000  # a receiver's own setting wins
+    backlog_max_bytes: int = 1 << 30
+    backlog_overflow: str = DEAD_LETTER_OLDEST
+
+    def backlog_caps(self, config: ReceiverConfig) -> tuple[int, int, str]:
+        o = config.options
+        return (
+            o.backlog_max or self.backlog_max,
+            o.backlog_max_bytes or self.backlog_max_bytes,
+            o.backlog_overflow or self.backlog_overflow,
+        )
 
     def retry_for(self, config: ReceiverConfig) -> RetryPolicy:
         return self.retry.with_overrides(config.retry) if config.retry else self.retry
@@ -167,6 +195,7 @@ Command = Intake | Configure | Result | Wake | Control
 class PutBacklog:
     seq: int
     message: Message
+    encoded: bytes = field(default=b"", compare=False)  # as stored; its length counts toward the cap
 
 
 @dataclass(slots=True, frozen=True)
@@ -188,8 +217,12 @@ class DeleteBacklog:
 
 @dataclass(slots=True, frozen=True)
 class Deliver:
+    """POST the head (and, batching, up to `count` messages from it) through `lane`."""
+
     seq: int
     attempt: int
+    count: int = 1
+    lane: Lane = Lane.FAST
 
 
 @dataclass(slots=True, frozen=True)
@@ -238,6 +271,15 @@ class LogAttempt:
 
 
 @dataclass(slots=True, frozen=True)
+class MovedLane:
+    """The receiver changed lanes (logged, with the figures that moved it)."""
+
+    lane: Lane
+    p90_ms: float | None
+    timeouts_in_row: int
+
+
+@dataclass(slots=True, frozen=True)
 class Ignored:
     """Nothing to do; logged at debug with the reason."""
 
@@ -248,7 +290,7 @@ class Ignored:
 
 Effect = (
     PutBacklog | RememberId | SaveState | DeleteBacklog | Deliver | Probe | DeadLetter | DeadLetterHead
-    | TrimDeadLetters | LogAttempt | Ignored
+    | TrimDeadLetters | LogAttempt | MovedLane | Ignored
 )
 
 
@@ -258,6 +300,7 @@ MAX_ATTEMPTS = "max_attempts"
 PERMANENT_STATUS = "permanent_status"
 MISSING_ENTRY = "missing_entry"
 UNKNOWN_RECEIVER = "unknown_receiver"
+BACKLOG_FULL = "backlog_full"
 
 
 def decide(
@@ -359,14 +402,28 @@ class _Step:
             self.actions.append(Ignored("duplicate message id", msg.id, command.seen_seq))
             return
         seq = state.next_seq
+        encoded = encode_backlog_entry(msg, seq)
+        max_count, max_bytes, overflow = self.policy.backlog_caps(state.config)
+        if overflow == REJECT and (
+            state.backlog >= max_count or state.backlog_bytes + len(encoded) > max_bytes
+        ):
+            detail = f"backlog full ({state.backlog} messages, {state.backlog_bytes} bytes): refused"
+            self.actions.append(DeadLetter(BACKLOG_FULL, msg.id, None, detail))
+            return
         self.update(
             next_seq=seq + 1,
             dedup_sweep_at=state.dedup_sweep_at or self.now + self.policy.dedup_window,
+            backlog_bytes=state.backlog_bytes + len(encoded),
         )
-        self.writes += [PutBacklog(seq, msg), RememberId(msg.id, seq, self.now + self.policy.dedup_window)]
+        self.writes += [
+            PutBacklog(seq, msg, encoded),
+            RememberId(msg.id, seq, self.now + self.policy.dedup_window),
+        ]
         if self.state.head == seq:
             self.update(head_accepted_at=msg.accepted_at or self.now, attempts=0, next_attempt_at=0.0)
             self.advance()
+        else:
+            self._drop_overflow()
 
     def result(self, outcome: Outcome) -> None:
         if outcome.probe:
@@ -418,11 +475,13 @@ class _Step:
         state = self.state
         verdict = self.retry.classify(outcome.status)
         ok = verdict is Verdict.SUCCESS
+        last = max(outcome.seq, outcome.last)  # a batch covers seq..last
         self._log(outcome, state.attempts + 1, "message")
         self.update(breaker=state.breaker.record(ok, self.now, self.policy.breaker))
+        self._observe_lane(outcome)
         if ok:
-            self.update(failing_since=0.0, delivered=state.delivered + 1)
-            self._settle_head(outcome.seq)
+            self.update(failing_since=0.0, delivered=state.delivered + 1 + last - outcome.seq)
+            self._settle_head(last)
             self.advance()
             return
         attempts = state.attempts + 1
@@ -435,9 +494,9 @@ class _Step:
         if verdict is Verdict.GONE:
             self.update(disabled=True, disabled_reason=f"receiver answered 410 Gone (seq {outcome.seq})")
         elif verdict is Verdict.PERMANENT:
-            self._dead_letter_head(PERMANENT_STATUS, f"{detail}, not retryable")
+            self._dead_letter_head(PERMANENT_STATUS, f"{detail}, not retryable", last)
         elif attempts >= self.retry.max_attempts:
-            self._dead_letter_head(MAX_ATTEMPTS, f"{detail}, {attempts} attempts")
+            self._dead_letter_head(MAX_ATTEMPTS, f"{detail}, {attempts} attempts", last)
         else:
             retry_after = None
             if outcome.status in (429, 503):
@@ -464,6 +523,15 @@ class _Step:
             self._maybe_disable()
         self.advance()
 
+    def _observe_lane(self, outcome: Outcome) -> None:
+        before = self.state.health
+        timed_out = outcome.status is None and outcome.error == "timeout"
+        health = before.observe(outcome.latency_ms, outcome.status is not None, timed_out, self.now,
+                                self.policy.lanes)
+        self.update(health=health)
+        if health.lane is not before.lane:
+            self.actions.append(MovedLane(health.lane, before.p90(), before.timeouts_in_row + timed_out))
+
     def _maybe_disable(self) -> None:
         since = self.state.failing_since
         if not self.state.disabled and since and self.now - since >= self.policy.disable_after:
@@ -472,34 +540,76 @@ class _Step:
 
     # the head -----------------------------------------------------------------
 
-    def _settle_head(self, seq: int) -> None:
-        """The head got a 2xx or was dead-lettered; the next message becomes head."""
-        self.update(delivered_seq=seq, attempts=0, next_attempt_at=0.0, head_accepted_at=0.0)
-        self.deletes.append(DeleteBacklog(seq))
+    def _settle_head(self, last: int) -> None:
+        """The head (through `last`, for a batch) got a 2xx or was dead-lettered; the next becomes head."""
+        first = self.state.delivered_seq + 1
+        size = sum(self.facts.entry_size(seq) for seq in range(first, last + 1))
+        self.update(
+            delivered_seq=last, attempts=0, next_attempt_at=0.0, head_accepted_at=0.0,
+            backlog_bytes=max(0, self.state.backlog_bytes - size),
+        )
+        self.deletes += [DeleteBacklog(seq) for seq in range(first, last + 1)]
         head = self.state.head
         if head is not None:
             self.update(head_accepted_at=self.facts.accepted_at(head) or 0.0)
 
-    def _dead_letter_head(self, reason: str, detail: str) -> None:
+    def _dead_letter_head(self, reason: str, detail: str, last: int = 0) -> None:
+        """Dead-letter the head, or the head through `last` (a batch), then move past them."""
         state = self.state
-        seq = state.head
-        assert seq is not None
-        kept = state.dead_letters_kept + 1
+        first = state.head
+        assert first is not None
+        last = max(first, last)
+        kept = state.dead_letters_kept + last - first + 1
         tried = state.attempts > 0  # else the last status belongs to another message or a probe
-        self.writes.append(
+        self.writes += [
             DeadLetterHead(
                 seq, reason, detail, state.attempts,
                 state.last_status if tried else None, state.last_error if tried else None,
             )
-        )
+            for seq in range(first, last + 1)
+        ]
         if kept > self.policy.dead_letters_keep:
             kept = self.policy.dead_letters_keep
             self.writes.append(TrimDeadLetters(kept))
-        self.update(dead_lettered=state.dead_lettered + 1, dead_letters_kept=kept)
-        self._settle_head(seq)
+        self.update(dead_lettered=state.dead_lettered + last - first + 1, dead_letters_kept=kept)
+        self._settle_head(last)
+
+    def _over_cap(self) -> bool:
+        max_count, max_bytes, overflow = self.policy.backlog_caps(self.state.config)
+        state = self.state
+        return overflow == DEAD_LETTER_OLDEST and (
+            state.backlog > max_count or state.backlog_bytes > max_bytes
+        )
+
+    def _drop_overflow(self) -> None:
+        """Dead-letter the oldest messages while the backlog is over its cap (never the one in flight)."""
+        for _ in range(self.policy.max_expired_per_event):
+            if self.in_flight or self.state.head is None or not self._over_cap():
+                return
+            state = self.state
+            self._dead_letter_head(
+                BACKLOG_FULL, f"backlog over its cap ({state.backlog} messages, {state.backlog_bytes} bytes)"
+            )
+
+    def _batch_size(self, head: int) -> int:
+        """How many messages the next POST carries; 0 while the rate limit says wait."""
+        options = self.state.config.options
+        count = min(options.batch_max, self.state.next_seq - head)
+        rate = options.rate_limit
+        if not rate:
+            return count
+        burst, bucket = burst_of(rate), self.state.bucket
+        level = bucket.level(rate, burst, self.now)
+        if level < 1:
+            self.update(next_attempt_at=self.now + bucket.wait(1, rate, burst, self.now))
+            return 0
+        count = min(count, int(level))
+        self.update(bucket=bucket.take(count, rate, burst, self.now))
+        return count
 
     def advance(self) -> None:
-        """Do what is due now: dead-letter expired heads, then post the head or a probe."""
+        """Do what is due now: drop overflow, dead-letter expired heads, then post the head or a probe."""
+        self._drop_overflow()
         if self.state.held:
             return
         for _ in range(self.policy.max_expired_per_event):
@@ -527,8 +637,10 @@ class _Step:
                 self.actions.append(Probe(self.state.breaker.probes))
                 self.in_flight = True
         elif state.next_attempt_at <= self.now:
-            self.actions.append(Deliver(head, state.attempts + 1))
-            self.in_flight = True
+            count = self._batch_size(head)
+            if count:
+                self.actions.append(Deliver(head, state.attempts + 1, count, state.health.lane))
+                self.in_flight = True
 
 
 def _describe(outcome: Outcome) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from .delivery_options import OPTION_FIELDS, parse_delivery_options
 from .errors import InvalidInput
 from .headers import check_header_value, check_headers
 from .records import ReceiverConfig, check_event_type, check_url, reject_unknown
@@ -19,6 +20,7 @@ from .signing import SecretError, check_secret, is_asymmetric, public_key_of
 SIGNING_KINDS = ("hmac-sha256", "ed25519")
 RECEIVER_FIELDS = {
     "id", "url", "event_types", "secret", "signing", "headers", "retry", "authorization", "verify",
+    *OPTION_FIELDS,
 }
 MAX_GRACE = 7 * 86400.0
 MAX_PREVIOUS_SECRETS = 5
@@ -60,9 +62,10 @@ def parse_receiver_spec(
     verify = body.get("verify", current.verify if current else verify_default)
     if not isinstance(verify, bool):
         raise InvalidInput("verify", "must be true or false")
+    options = parse_delivery_options(body, current.options if current else None)
     config = ReceiverConfig(
         receiver_id, url, "", types, headers, current.created_at if current else now, retry,
-        authorization=authorization, verify=verify,
+        authorization=authorization, verify=verify, options=options,
     )
     config = _with_secret(config, body, make_secret, current)
     if current is not None and current.verification is not None and current.verification.url == url:

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from .addresses import ip_literal, normalise_host, parse_target
+from .delivery_options import OPTION_FIELDS, DeliveryOptions
 from .errors import InvalidInput
 from .headers import check_headers
 from .ids import check_id
@@ -64,6 +65,7 @@ class ReceiverConfig:
     authorization: str = ""  # an Authorization header value the receiver asked for
     verify: bool = False  # hold deliveries until the URL passes the verification handshake
     verification: Verification | None = None
+    options: DeliveryOptions = field(default_factory=DeliveryOptions)
 
     def active_secrets(self, now: float) -> list[str]:
         """The secrets that sign a request made at `now`: the current one first."""
@@ -88,6 +90,7 @@ class ReceiverConfig:
             "authorization": self.authorization,
             "verify": self.verify,
             "verification": asdict(self.verification) if self.verification else None,
+            **self.options.as_dict(),
         }
 
     @classmethod
@@ -105,6 +108,7 @@ class ReceiverConfig:
             authorization=data.get("authorization") or "",
             verify=bool(data.get("verify", False)),
             verification=Verification(**verification) if verification else None,
+            options=DeliveryOptions.from_dict({k: v for k, v in data.items() if k in OPTION_FIELDS}),
         )
 
 
@@ -125,6 +129,7 @@ class Outcome:
     attempt: int = 0  # which attempt of the seq (or which probe) this answers
     probe: bool = False  # a webhook.ping, not a message (seq is 0)
     manual: bool = False  # a ping asked for through the API
+    last: int = 0  # the last seq a batch carried (0: `seq` alone)
 
 
 @dataclass(slots=True, frozen=True)

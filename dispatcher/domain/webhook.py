@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -68,3 +69,46 @@ def build_ping_headers(config: ReceiverConfig, ping_id: str, body: bytes, now: f
     headers.update(signed_headers(config, ping_id, body, now))
     headers["webhook-event-type"] = "webhook.ping"
     return headers
+
+
+def batch_id(receiver_id: str, first: int, last: int) -> str:
+    """The `webhook-id` of a batch: the same for every retry of the same range."""
+    digest = hashlib.blake2b(receiver_id.encode(), digest_size=6).hexdigest()
+    return f"batch_{digest}_{first}-{last}"
+
+
+def build_batch_body(entries: list[dict[str, Any]]) -> bytes:
+    """`{"events": [{"seq", "id", "type", "timestamp", "data"}, ...]}`, oldest first."""
+    events = []
+    for entry in entries:
+        event = {
+            "seq": entry["seq"],
+            "id": entry["id"],
+            "type": entry["type"],
+            "timestamp": iso_timestamp(entry["accepted_at"]),
+            "data": entry["data"],
+        }
+        if entry.get("replay_of") is not None:
+            event["replay_of"] = entry["replay_of"]
+        events.append(event)
+    return orjson.dumps({"events": events})
+
+
+def build_batch_headers(
+    config: ReceiverConfig, entries: list[dict[str, Any]], body: bytes, now: float
+) -> dict[str, str]:
+    """Signed as a whole; `webhook-sequence` is the range `first-last`.
+
+    Per-message headers do not apply to a batch (its messages may disagree);
+    the receiver's own headers do.
+    """
+    first, last = entries[0]["seq"], entries[-1]["seq"]
+    headers = custom_headers(config, {})
+    headers["content-type"] = "application/json"
+    headers.update(signed_headers(config, batch_id(config.id, first, last), body, now))
+    headers["webhook-sequence"] = f"{first}-{last}"
+    headers["webhook-event-type"] = BATCH_EVENT_TYPE
+    return headers
+
+
+BATCH_EVENT_TYPE = "webhook.batch"

@@ -6,10 +6,11 @@ the outcome goes to, normally a Kafka produce, is a function that fails on cue.
 
 from __future__ import annotations
 
-from dispatcher.deliverer import REPORT_TRIES, Deliverer
+from dispatcher.deliverer import REPORT_TRIES, Deliverer, Job, lane_limits
 from dispatcher.domain.addresses import AllowList, TargetPolicy
 from dispatcher.domain.records import Outcome, ReceiverConfig
 from dispatcher.domain.signing import generate_secret
+from dispatcher.domain.slots import SlotPool
 from dispatcher.target_guard import TargetGuard
 from dispatcher.transport import AiohttpTransport
 from tests.harness import Receiver, wait_until
@@ -31,10 +32,17 @@ class FlakySink:
 def make_deliverer(sink: FlakySink, lost: list[tuple[str, int]]) -> Deliverer:
     guard = TargetGuard(TargetPolicy(AllowList.parse("127.0.0.1/32")))
     transport = AiohttpTransport(guard, timeout=5, connect_timeout=2, response_cap=4096, limit=4)
-    return Deliverer(transport, sink, 4, lambda rid, p: lost.append((rid, p)), report_backoff=0.01)
+    pool: SlotPool[Job] = SlotPool(lane_limits(4, 1), 4, {})
+    return Deliverer(
+        transport, sink, pool, load_entry, lambda rid, p: lost.append((rid, p)), report_backoff=0.01
+    )
 
 
 ENTRY = {"id": "msg_1", "seq": 1, "type": "t.x", "data": {}, "accepted_at": 0.0}
+
+
+def load_entry(receiver_id: str, seq: int, count: int, max_bytes: int) -> list[dict[str, object]]:
+    return [ENTRY] if seq == 1 else []
 
 
 async def test_a_failed_report_is_sent_again(receiver: Receiver) -> None:
@@ -42,7 +50,7 @@ async def test_a_failed_report_is_sent_again(receiver: Receiver) -> None:
     deliverer = make_deliverer(sink, lost)
     config = ReceiverConfig("r1", receiver.url("ok"), generate_secret())
     try:
-        deliverer.start("r1", 3, config, ENTRY, attempt=1)
+        await deliverer.start("r1", 3, config, seq=1, attempt=1)
         await wait_until(lambda: sink.reported, 10, "the outcome, on the last try")
         assert (sink.tries, sink.reported[0].attempt, sink.reported[0].ok) == (REPORT_TRIES, 1, True)
         assert lost == [] and deliverer.busy("r1"), "the slot waits for the actor's release"
@@ -56,11 +64,11 @@ async def test_a_lost_outcome_frees_the_slot_and_wakes_the_receiver(receiver: Re
     deliverer = make_deliverer(sink, lost)
     config = ReceiverConfig("r1", receiver.url("ok"), generate_secret())
     try:
-        deliverer.start("r1", 3, config, ENTRY, attempt=1)
+        await deliverer.start("r1", 3, config, seq=1, attempt=1)
         await wait_until(lambda: lost, 10, "the lost outcome")
         assert lost == [("r1", 3)] and sink.tries == REPORT_TRIES
         assert not deliverer.busy("r1"), "the receiver may be tried again"
-        deliverer.start("r1", 3, config, ENTRY, attempt=1)  # what the woken actor asks for
+        await deliverer.start("r1", 3, config, seq=1, attempt=1)  # what the woken actor asks for
         await wait_until(lambda: len(receiver.deliveries) == 2, 10, "the attempt made again")
         assert {d.msg_id for d in receiver.deliveries} == {"msg_1"}
     finally:

@@ -186,3 +186,44 @@ def test_ed25519_receivers_can_only_echo() -> None:
     config = _verify_config(generate_signing_key())
     assert judge(config, "abc", 200, b"abc", None, 1.0).status == "passed"
     assert judge(config, "abc", 200, b"not-it", None, 1.0).status == "failed"
+
+
+# delivery options ----------------------------------------------------------------
+
+URL = "http://127.0.0.1:9/"
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "why"),
+    [
+        ({"ordering": "random"}, "ordering", "must be one of"),
+        ({"ordering": "none"}, "ordering", "not available yet"),
+        ({"max_in_flight": 4}, "max_in_flight", "must be 1 for ordered"),
+        ({"max_in_flight": 0}, "max_in_flight", "whole number"),
+        ({"batch_max": 0}, "batch_max", "1..1000"),
+        ({"batch_max": 1001}, "batch_max", "1..1000"),
+        ({"batch_max": 2.5}, "batch_max", "whole number"),
+        ({"batch_max_bytes": -1}, "batch_max_bytes", "whole number"),
+        ({"rate_limit": -1}, "rate_limit", "events per second"),
+        ({"rate_limit": "fast"}, "rate_limit", "events per second"),
+        ({"rate_limit": True}, "rate_limit", "events per second"),
+        ({"backlog_max": -5}, "backlog_max", "whole number"),
+        ({"backlog_max_bytes": "1GB"}, "backlog_max_bytes", "whole number"),
+        ({"backlog_overflow": "drop_newest"}, "backlog_overflow", "dead_letter_oldest, reject"),
+    ],
+)
+def test_bad_delivery_options_name_their_field(extra: dict[str, object], field: str, why: str) -> None:
+    with pytest.raises(InvalidInput, match=why) as info:
+        spec({"url": URL, **extra})
+    assert info.value.field == field
+
+
+def test_delivery_options_are_kept_on_replace_unless_given() -> None:
+    first = spec({"url": URL, "batch_max": 50, "rate_limit": 10, "backlog_overflow": "reject"})
+    assert (first.options.batch_max, first.options.rate_limit, first.options.backlog_overflow) == (
+        50, 10.0, "reject"
+    )
+    second = spec({"url": URL, "rate_limit": None}, current=first)
+    assert (second.options.batch_max, second.options.rate_limit) == (50, 0.0)
+    view = public_view(second, 100.0)
+    assert view["batch_max"] == 50 and view["ordering"] == "strict" and view["backlog_overflow"] == "reject"

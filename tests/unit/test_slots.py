@@ -1,0 +1,86 @@
+"""Connection slots: the lane and host bounds hold, and waiters get freed slots fairly."""
+
+from __future__ import annotations
+
+import pytest
+
+from dispatcher.domain.errors import InvalidInput
+from dispatcher.domain.slots import SlotPool, parse_host_limits
+
+
+def pool(
+    fast: int = 3, slow: int = 1, per_host: int = 2, overrides: dict[str, int] | None = None
+) -> SlotPool[str]:
+    return SlotPool({"fast": fast, "slow": slow}, per_host, overrides or {})
+
+
+def test_lane_and_host_bounds() -> None:
+    p = pool()
+    assert [p.try_acquire("fast", "a") for _ in range(3)] == [True, True, False]  # host a holds 2
+    assert p.try_acquire("fast", "b") is True
+    assert p.try_acquire("fast", "c") is False  # the lane holds 3
+    assert p.try_acquire("slow", "c") is True  # the slow lane has its own budget
+    assert p.try_acquire("slow", "d") is False
+    assert p.used == {"fast": 3, "slow": 1} and p.host_used == {"a": 2, "b": 1, "c": 1}
+
+
+def test_host_override() -> None:
+    p = pool(fast=10, overrides={"big": 5})
+    assert sum(p.try_acquire("fast", "big") for _ in range(10)) == 5
+    assert sum(p.try_acquire("fast", "small") for _ in range(10)) == 2
+
+
+def test_a_freed_slot_goes_to_the_oldest_waiter_of_a_host_with_room() -> None:
+    p = pool(fast=3)
+    for host in ("a", "a", "b"):
+        assert p.try_acquire("fast", host)
+    p.park("fast", "a", "a1")
+    p.park("fast", "a", "a2")
+    p.park("fast", "c", "c1")
+    assert p.waiting == 3
+    # b's slot frees a lane slot; a is still full, so c's waiter goes first
+    assert p.release("fast", "b") == [("fast", "c", "c1")]
+    assert p.release("fast", "a") == [("fast", "a", "a1")]
+    assert p.release("fast", "c") == [], "a lane slot is free, but host a is full"
+    assert p.release("fast", "a") == [("fast", "a", "a2")]
+    assert p.waiting == 0 and p.used["fast"] == 2 and p.host_used == {"a": 2}
+
+
+def test_hosts_take_turns() -> None:
+    p = pool(fast=1, per_host=10)
+    assert p.try_acquire("fast", "x")
+    for i in range(3):
+        p.park("fast", "a", f"a{i}")
+        p.park("fast", "b", f"b{i}")
+    order = []
+    host = "x"
+    for _ in range(6):
+        [(_, host, item)] = p.release("fast", host)
+        order.append(item)
+    assert order == ["a0", "b0", "a1", "b1", "a2", "b2"]
+
+
+def test_a_release_wakes_another_lane_waiting_on_the_same_host() -> None:
+    p = pool(fast=5, slow=5, per_host=1)
+    assert p.try_acquire("fast", "h")
+    p.park("slow", "h", "s1")
+    assert p.release("fast", "h") == [("slow", "h", "s1")]
+
+
+def test_drop_forgets_waiters() -> None:
+    p = pool(fast=1)
+    assert p.try_acquire("fast", "a")
+    for item in ("p1-x", "p2-y", "p1-z"):
+        p.park("fast", "b", item)
+    assert p.drop(lambda item: item.startswith("p1")) == 2
+    assert p.waiting == 1
+    assert p.release("fast", "a") == [("fast", "b", "p2-y")]
+
+
+def test_parse_host_limits() -> None:
+    assert parse_host_limits(" Hooks.Example.com=50, [::1]=3 ,", "X") == {"hooks.example.com": 50, "::1": 3}
+    for bad, why in [("a.com", "host=limit"), ("a.com=x", "whole number"), ("a.com=0", "at least 1"),
+                     ("=5", "host=limit")]:
+        with pytest.raises(InvalidInput, match=why) as err:
+            parse_host_limits(bad, "DISPATCHER_HOST_LIMITS")
+        assert err.value.field == "DISPATCHER_HOST_LIMITS"
