@@ -81,6 +81,14 @@ class WorkerProcess:
         log.close()
         return self
 
+    def rss_mb(self) -> float:
+        """The worker's resident memory, from /proc."""
+        assert self.process is not None
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise AssertionError("no VmRSS")
+
     def kill9(self) -> None:
         assert self.process is not None
         self.process.send_signal(signal.SIGKILL)

@@ -12,7 +12,6 @@ import asyncio
 import ssl
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -111,14 +110,6 @@ class HostileServer:
     }
 
 
-def rss_mb(worker: WorkerProcess) -> float:
-    assert worker.process is not None
-    for line in Path(f"/proc/{worker.process.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
-
-
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A private CA the worker is told to trust, and one it is not."""
@@ -162,7 +153,7 @@ async def test_hostile_bodies_are_capped_and_memory_stays_flat(
     api = Api(hostile_worker.url)
     try:
         await first_attempt(api, receiver.url("warm-up"))  # worker warmed up before the baseline
-        before = rss_mb(hostile_worker)
+        before = hostile_worker.rss_mb()
 
         endless = await first_attempt(api, hostile.url("endless"))
         assert endless["status"] == 200
@@ -171,7 +162,7 @@ async def test_hostile_bodies_are_capped_and_memory_stays_flat(
         assert bomb["status"] == 200
         assert bomb["body_prefix"] == "A" * 1024, "the capped body is stored inflated"
 
-        grown = rss_mb(hostile_worker) - before
+        grown = hostile_worker.rss_mb() - before
         print(f"\nRSS {before:.1f} MB before; grew {grown:.1f} MB after an endless body "
               f"({hostile.endless_sent / MB:.0f} MiB sent before the hang-up) and a 1 GiB gzip bomb")
         assert grown < 50
