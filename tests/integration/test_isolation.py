@@ -29,7 +29,7 @@ async def worker(make_module_worker: Callable[..., WorkerProcess]) -> AsyncItera
         DISPATCHER_MAX_IN_FLIGHT=str(FAST_SLOTS),
         DISPATCHER_SLOW_LANE_IN_FLIGHT=str(SLOW_SLOTS),
         DISPATCHER_HOST_LIMITS=f"127.0.0.3={CAPPED_HOST_SLOTS}",
-        DISPATCHER_SLOW_AFTER_MS="1000",
+        DISPATCHER_SLOW_AFTER_MS="3000",  # fast receivers stay fast even on a loaded machine
         DISPATCHER_SLOW_MIN_SAMPLES="2",
         DISPATCHER_SLOW_TIMEOUTS="2",
         DISPATCHER_PAROLE_AFTER="3",
