@@ -7,8 +7,8 @@ in flight on this worker (ordered receivers).
 
 Every attempt needs a connection slot of its lane and of its host (`SlotPool`).
 Until it gets them it waits as a small `Job` (the messages stay in the
-backlog and are read only when the POST starts). A slow-lane job first goes
-through the slow-lane topic, whose agent paces it (`slow_lane.py`).
+backlog and are read only when the POST starts). A slow-lane job first waits
+its turn in the paced slow-lane queue (`slow_lane.py`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
-
-import orjson
 
 from .domain.ids import new_id
 from .domain.lanes import Lane
@@ -44,7 +42,7 @@ log = logging.getLogger(__name__)
 
 SendOutcome = Callable[[str, Outcome], Awaitable[None]]
 LostOutcome = Callable[[str, int], None]  # (receiver id, partition): wake it to try again
-SendSlow = Callable[[str, bytes], Awaitable[None]]  # (receiver id, record) to the slow-lane topic
+QueueSlow = Callable[["Job"], None]  # hands a slow-lane job to the paced slow-lane queue
 # (receiver id, first seq, at most count, at most bytes) -> backlog entries, oldest first
 LoadEntries = Callable[[str, int, int, int], list[dict[str, Any]]]
 REPORT_TRIES = 4
@@ -80,7 +78,7 @@ class Deliverer:
         pool: SlotPool[Job],
         load_entries: LoadEntries,
         on_lost_outcome: LostOutcome,
-        send_slow: SendSlow | None = None,
+        queue_slow: QueueSlow | None = None,
         clock: Callable[[], float] = time.time,
         report_backoff: float = 0.5,
         batch_max_bytes: int = 1 << 20,
@@ -90,7 +88,7 @@ class Deliverer:
         self.pool = pool
         self._load_entries = load_entries
         self._on_lost_outcome = on_lost_outcome
-        self._send_slow = send_slow
+        self._queue_slow = queue_slow
         self._report_backoff = report_backoff
         self._batch_max_bytes = batch_max_bytes
         self._api_slots = asyncio.Semaphore(API_SLOTS)
@@ -135,17 +133,13 @@ class Deliverer:
         job.token = self._next_token()
         job.host = (urlsplit(job.config.url).hostname or "").lower()
         self._jobs[job.receiver_id] = job
-        if job.lane is Lane.SLOW and self._send_slow is not None:
-            try:
-                await self._send_slow(job.receiver_id, orjson.dumps({"token": job.token}))
-                return
-            except Exception:
-                log.warning("slow-lane topic unavailable receiver_id=%s: queued here", job.receiver_id,
-                            exc_info=True)
-        self.submit(job)
+        if job.lane is Lane.SLOW and self._queue_slow is not None:
+            self._queue_slow(job)
+        else:
+            self.submit(job)
 
     def slow_job(self, receiver_id: str, token: str) -> Job | None:
-        """The slow-lane job a slow-lane record names, if it is still waiting to start."""
+        """The job of this token, if it is still waiting to start."""
         job = self._jobs.get(receiver_id)
         return job if job is not None and job.token == token and job.task is None else None
 

@@ -1,28 +1,21 @@
-"""The slow lane: a co-partitioned topic of attempts by receivers in the penalty box.
+"""The slow lane: the paced queue of attempts by receivers in the penalty box.
 
-The actor's stream hands a slow receiver's attempt here (a record naming its
-job's token) instead of starting it. This agent paces those attempts with the
-worker's slow-lane token bucket and submits them to the slow lane's own slot
-budget, so slow receivers wait in Kafka and in their small budget, never in
-the fast lane's slots. A record whose job is gone (the attempt finished, the
-partition moved, the worker restarted) is skipped: the actor's timers start a
-fresh attempt.
+The actor's stream hands a slow receiver's attempt here instead of starting
+it. One task takes them in arrival order, paces them with the worker's
+slow-lane token bucket and submits them to the slow lane's own slot budget, so
+slow receivers wait here and in their small budget, never in the fast lane's
+slots. The queue holds at most one job per receiver (one attempt at a time);
+a job that is gone by its turn (the partition moved) is skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
-import orjson
-
-from .deliverer import Deliverer
+from .deliverer import Deliverer, Job
 from .domain.ratelimit import Bucket, burst_of
-
-log = logging.getLogger(__name__)
 
 
 class Pacer:
@@ -43,19 +36,22 @@ class Pacer:
         self.bucket = self.bucket.take(1, self.rate, self.burst, self.clock())
 
 
-def register_slow_lane(app: Any, topic: Any, deliverer: Deliverer, pacer: Pacer) -> Any:
-    async def slow_lane(stream: Any) -> None:
-        async for event in stream.events():
-            receiver_id = (event.key or b"").decode("utf-8", "replace")
-            try:
-                token = orjson.loads(event.value)["token"]
-            except (orjson.JSONDecodeError, KeyError, TypeError):
-                log.error("dropping unreadable slow-lane record for receiver_id=%s", receiver_id)
-                continue
-            job = deliverer.slow_job(receiver_id, token)
-            if job is None:
-                continue
-            await pacer.wait_turn()
-            deliverer.submit(job)
+class SlowLane:
+    def __init__(self, pacer: Pacer) -> None:
+        self.pacer = pacer
+        self._queue: asyncio.Queue[Job] = asyncio.Queue()
 
-    return app.agent(topic, name="slow_lane", concurrency=1)(slow_lane)
+    def __len__(self) -> int:
+        return self._queue.qsize()
+
+    def put(self, job: Job) -> None:
+        self._queue.put_nowait(job)
+
+    async def run(self, deliverer: Deliverer) -> None:
+        """Submit queued jobs at the lane's pace, until cancelled."""
+        while True:
+            job = await self._queue.get()
+            if deliverer.slow_job(job.receiver_id, job.token) is not job:
+                continue
+            await self.pacer.wait_turn()
+            deliverer.submit(job)

@@ -22,7 +22,6 @@ class Topology:
     requests: Any  # faust.TopicT
     commands: Any
     dead_letters: Any
-    slow_lane: Any
     actors: Any  # faust.Table
 
 
@@ -32,7 +31,6 @@ def topic_names(settings: Settings) -> dict[str, str]:
         "requests": f"{prefix}.requests",
         "commands": f"{prefix}.commands",
         "dead_letters": f"{prefix}.dead-letters",
-        "slow_lane": f"{prefix}.slow-lane",
     }
 
 
@@ -51,7 +49,6 @@ def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
     requests = app.topic(names["requests"], **raw)
     commands = app.topic(names["commands"], **raw)
     dead_letters = app.topic(names["dead_letters"], **raw)
-    slow_lane = app.topic(names["slow_lane"], **raw)
     actors = app.Table(
         "actors",
         partitions=settings.partitions,
@@ -63,7 +60,7 @@ def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
             "block_cache_size": settings.table_block_cache,
         },
     )
-    return Topology(app, requests, commands, dead_letters, slow_lane, actors)
+    return Topology(app, requests, commands, dead_letters, actors)
 
 
 def faust_config(settings: Settings, web_middlewares: list[Any]) -> dict[str, Any]:

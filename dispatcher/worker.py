@@ -20,7 +20,7 @@ from .deliverer import API_SLOTS, Deliverer
 from .domain.records import WAKE_RECORD, Outcome, encode_outcome
 from .ownership import Ownership
 from .settings import Settings
-from .slow_lane import Pacer, register_slow_lane
+from .slow_lane import Pacer, SlowLane
 from .target_guard import TargetGuard
 from .timers import PartitionTimers
 from .topology import Topology, build_topology, topic_names
@@ -54,13 +54,14 @@ class Dispatcher:
         self.timers = PartitionTimers(self._send_wake, settings.timer_resolution)
         policy = settings.policy()
         self.store = ActorStore(self.topology.actors)
+        self.slow_lane = SlowLane(Pacer(settings.slow_lane_rate))
         self.deliverer = Deliverer(
             transport,
             self.send_outcome,
             settings.slot_pool(),
             self.store.backlog_run,
             self._wake_soon,
-            self._send_slow,
+            self.slow_lane.put,
             batch_max_bytes=settings.batch_max_bytes,
         )
         self.runner = ActorRunner(
@@ -74,7 +75,7 @@ class Dispatcher:
             key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True,
         )
         register_actor_agent(app, source, self.names["commands"], self.runner)
-        register_slow_lane(app, self.topology.slow_lane, self.deliverer, Pacer(settings.slow_lane_rate))
+        app.task(self._run_slow_lane)
         self.topology.actors.on_recover(self.ownership.on_recovered)
         app.on_partitions_revoked.connect(self.ownership.on_revoked)
         app.task(self._run_timers)
@@ -113,9 +114,8 @@ class Dispatcher:
         if partition in self.ownership.owned:
             self.timers.set(receiver_id, partition, time.time())
 
-    async def _send_slow(self, receiver_id: str, record: bytes) -> None:
-        """Queue a slow receiver's attempt on the slow-lane topic (not awaited: order is kept by key)."""
-        await self.topology.slow_lane.send(key=receiver_id.encode(), value=record)
+    async def _run_slow_lane(self) -> None:
+        await self.slow_lane.run(self.deliverer)
 
     async def _send_dead_letter(self, receiver_id: str, record: bytes) -> None:
         fut = await self.topology.dead_letters.send(key=receiver_id.encode(), value=record)
@@ -157,7 +157,7 @@ class Dispatcher:
         return {
             "partitions": sorted(self.ownership.owned),
             "in_flight": self.deliverer.in_flight,
-            "delivery": self.deliverer.stats(),
+            "delivery": {**self.deliverer.stats(), "slow_lane_queued": len(self.slow_lane)},
             "timers": len(self.timers),
         }
 
