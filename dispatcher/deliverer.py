@@ -138,14 +138,13 @@ class Deliverer:
         else:
             self.submit(job)
 
-    def slow_job(self, receiver_id: str, token: str) -> Job | None:
-        """The job of this token, if it is still waiting to start."""
-        job = self._jobs.get(receiver_id)
-        return job if job is not None and job.token == token and job.task is None else None
+    def waiting(self, job: Job) -> bool:
+        """The job is still its receiver's current one and has not started."""
+        return self._jobs.get(job.receiver_id) is job and job.task is None
 
     def submit(self, job: Job) -> None:
         """Post now if the lane and the host have a slot, else wait for one."""
-        if self._jobs.get(job.receiver_id) is not job or job.task is not None:
+        if not self.waiting(job):
             return
         if self.pool.try_acquire(job.lane, job.host):
             job.task = asyncio.create_task(self._run(job))
@@ -156,7 +155,7 @@ class Deliverer:
         pending = self.pool.release(lane, host)
         while pending:
             lane, host, job = pending.pop()
-            if self._jobs.get(job.receiver_id) is job and job.task is None:
+            if self.waiting(job):
                 job.task = asyncio.create_task(self._run(job))
             else:  # dropped while it waited
                 pending += self.pool.release(lane, host)

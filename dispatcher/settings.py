@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -124,17 +125,13 @@ class Settings:
         return replace(base, **values)
 
     def target_policy(self) -> TargetPolicy:
-        try:
+        with _as_settings_error():
             return TargetPolicy(AllowList.parse(self.allow_targets))
-        except InvalidInput as exc:
-            raise SettingsError(f"{exc.field}: {exc.message}") from exc
 
     def policy(self) -> Policy:
         """The actor's default policy; a receiver's `retry` object overrides its part."""
-        try:
+        with _as_settings_error():
             schedule = parse_schedule(self.retry_schedule, "DISPATCHER_RETRY_SCHEDULE")
-        except InvalidInput as exc:
-            raise SettingsError(f"{exc.field}: {exc.message}") from exc
         default_attempts = len(schedule) + 1 if schedule else 20
         retry = RetryPolicy(
             schedule=schedule,
@@ -167,12 +164,19 @@ class Settings:
         return in_flight_for(open_files_limit())
 
     def slot_pool(self) -> SlotPool[Any]:
-        try:
+        with _as_settings_error():
             overrides = parse_host_limits(self.host_limits, "DISPATCHER_HOST_LIMITS")
-        except InvalidInput as exc:
-            raise SettingsError(f"{exc.field}: {exc.message}") from exc
         lanes = {Lane.FAST: self.fast_lane_in_flight(), Lane.SLOW: self.slow_lane_in_flight}
         return SlotPool(lanes, self.host_limit, overrides)
+
+
+@contextlib.contextmanager
+def _as_settings_error() -> Iterator[None]:
+    """A bad setting stops the worker with the variable at fault named."""
+    try:
+        yield
+    except InvalidInput as exc:
+        raise SettingsError(f"{exc.field}: {exc.message}") from exc
 
 
 def open_files_limit() -> int:

@@ -51,7 +51,7 @@ class SlowLane:
         """Submit queued jobs at the lane's pace, until cancelled."""
         while True:
             job = await self._queue.get()
-            if deliverer.slow_job(job.receiver_id, job.token) is not job:
+            if not deliverer.waiting(job):
                 continue
             await self.pacer.wait_turn()
             deliverer.submit(job)

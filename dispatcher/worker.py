@@ -43,12 +43,13 @@ class Dispatcher:
         self.topology: Topology = build_topology(settings, web_middlewares(settings))
         app = self.topology.app
         self.guard = TargetGuard(settings.target_policy())
+        pool = settings.slot_pool()
         transport = transport or AiohttpTransport(
             self.guard,
             settings.timeout,
             settings.connect_timeout,
             settings.response_cap,
-            settings.fast_lane_in_flight() + settings.slow_lane_in_flight + API_SLOTS,
+            sum(pool.limits.values()) + API_SLOTS,
             Path(settings.ca_file) if settings.ca_file else None,
         )
         self.timers = PartitionTimers(self._send_wake, settings.timer_resolution)
@@ -58,7 +59,7 @@ class Dispatcher:
         self.deliverer = Deliverer(
             transport,
             self.send_outcome,
-            settings.slot_pool(),
+            pool,
             self.store.backlog_run,
             self._wake_soon,
             self.slow_lane.put,

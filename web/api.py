@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from dispatcher.domain.actor import ReceiverState
-from dispatcher.domain.delivery_options import REJECT
+from dispatcher.domain.actor import ReceiverState, refuses_new
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.ids import check_id, new_id
 from dispatcher.domain.receiver_spec import parse_receiver_spec, public_view, secret_view
@@ -160,8 +159,7 @@ def _check_known(dispatcher: Dispatcher, receiver_id: str, field: str) -> None:
     state = dispatcher.store.load(receiver_id)
     if state is None:
         raise InvalidInput(field, f"no receiver {receiver_id!r}", code="not_found", status=404)
-    max_count, max_bytes, overflow = dispatcher.runner.policy.backlog_caps(state.config)
-    if overflow == REJECT and (state.backlog >= max_count or state.backlog_bytes >= max_bytes):
+    if refuses_new(state, dispatcher.runner.policy, 1):  # any message stores at least a byte
         raise InvalidInput(
             field,
             f"receiver {receiver_id!r} has a full backlog ({state.backlog} messages, "

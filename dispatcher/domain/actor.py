@@ -336,6 +336,12 @@ def next_wake(state: ReceiverState, policy: Policy, in_flight: bool) -> float | 
     return min(times) if times else None
 
 
+def refuses_new(state: ReceiverState, policy: Policy, size: int) -> bool:
+    """A `reject` receiver's backlog has no room for one more message of `size` stored bytes."""
+    max_count, max_bytes, overflow = policy.backlog_caps(state.config)
+    return overflow == REJECT and (state.backlog >= max_count or state.backlog_bytes + size > max_bytes)
+
+
 def expires_at(state: ReceiverState, retry: RetryPolicy) -> float:
     """When the head passes max_age (the age of parked messages restarts at enable/resume)."""
     return max(state.head_accepted_at, state.active_since) + retry.max_age
@@ -403,10 +409,7 @@ class _Step:
             return
         seq = state.next_seq
         encoded = encode_backlog_entry(msg, seq)
-        max_count, max_bytes, overflow = self.policy.backlog_caps(state.config)
-        if overflow == REJECT and (
-            state.backlog >= max_count or state.backlog_bytes + len(encoded) > max_bytes
-        ):
+        if refuses_new(state, self.policy, len(encoded)):
             detail = f"backlog full ({state.backlog} messages, {state.backlog_bytes} bytes): refused"
             self.actions.append(DeadLetter(BACKLOG_FULL, msg.id, None, detail))
             return

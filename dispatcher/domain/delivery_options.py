@@ -62,8 +62,7 @@ def parse_delivery_options(body: dict[str, Any], current: DeliveryOptions | None
         raise InvalidInput("ordering", f"must be one of {', '.join(ORDERINGS)}")
     if ordering == UNORDERED:
         raise InvalidInput("ordering", 'unordered delivery ("none") is not available yet; use "strict"')
-    default_flight = 1 if ordering == STRICT else (base.max_in_flight if "ordering" not in body else 8)
-    max_in_flight = _whole(body, "max_in_flight", default_flight, 1, MAX_IN_FLIGHT)
+    max_in_flight = _whole(body, "max_in_flight", base.max_in_flight, 1, MAX_IN_FLIGHT)
     if ordering == STRICT and max_in_flight != 1:
         raise InvalidInput("max_in_flight", 'must be 1 for ordered receivers; set "ordering": "none"')
     batch_max = _whole(body, "batch_max", base.batch_max, 1, MAX_BATCH)
