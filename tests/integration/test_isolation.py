@@ -146,10 +146,10 @@ async def test_a_batching_receiver_drains_10000_in_at_most_100_posts_in_order(ap
         assert status == 200
         for start in range(0, 10_000, 1000):
             await api.send_batch([message(rid, n) for n in range(start, start + 1000)])
-        await api.eventually_state(rid, lambda s: s["backlog"] == 10_000, 60, "10,000 buffered")
+        await api.eventually_state(rid, lambda s: s["backlog"] == 10_000, 240, "10,000 buffered")
         status, _ = await api.call("POST", f"/v1/receivers/{rid}/resume")
         assert status == 200
-        await api.eventually_state(rid, lambda s: s["delivered_seq"] == 10_000, 120, "the backlog drained")
+        await api.eventually_state(rid, lambda s: s["delivered_seq"] == 10_000, 240, "the backlog drained")
         posts = first_copies(server.completed)
         assert len(posts) <= 100
         events = [e for post in posts for e in orjson.loads(post.body)["events"]]
