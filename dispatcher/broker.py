@@ -13,7 +13,7 @@ from dataclasses import dataclass
 # batch's base offset + 1. Used by `dev` and the tests; the environment overrides.
 EMBEDDED_BROKER_SETTINGS = {
     "DISPATCHER_FETCH_MAX_WAIT_MS": "5",
-    "DISPATCHER_PRODUCER_MAX_BATCH_BYTES": "1",
+    "DISPATCHER_HIGHWATERS_BY_FETCH": "true",
     "DISPATCHER_STANDBY_REPLICAS": "0",
 }
 

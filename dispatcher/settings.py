@@ -100,11 +100,13 @@ class Settings:
     # Upper bound of a consumer's long poll. Real Kafka answers a poll as soon
     # as data arrives; the embedded broker does not, so `dev` lowers this.
     fetch_max_wait_ms: int = 500
-    # Bytes per producer batch. The embedded broker reports a partition's end
-    # offset as the last *batch's* base offset + 1, which makes Faust's table
-    # recovery stop short of the last records; `dev` sets 1 (one record per
-    # batch) to keep recovery exact there. Real Kafka needs no such limit.
+    # Bytes per producer batch.
     producer_max_batch_bytes: int = 16384
+    # Read each changelog partition's end from a fetch response, not from
+    # ListOffsets: the embedded broker reports the last *batch's* base offset
+    # + 1 there, and table recovery would stop short of the last records.
+    # `dev` sets it; real Kafka answers ListOffsets exactly.
+    highwaters_by_fetch: bool = False
     standby_replicas: int = 1
     # RocksDB memory per table partition: memtables (2 x write buffer) and the
     # block cache. Faust's defaults (64 MiB buffers, a 2 GiB cache) would let

@@ -54,6 +54,21 @@ class Load:
             self.refused += 1
 
 
+async def report_missing(worker: WorkerProcess, load: Load, delivered: set[str]) -> None:
+    """Print what a timed-out drain was still waiting for: per receiver, the ids and its state."""
+    missing: dict[str, list[str]] = {}
+    for msg_id, rid in load.accepted.items():
+        if msg_id not in delivered:
+            missing.setdefault(rid, []).append(msg_id)
+    api = Api(worker.url)
+    try:
+        for rid, ids in sorted(missing.items()):
+            status, body = await api.call("GET", f"/v1/receivers/{rid}")
+            print(f"\nmissing {len(ids)} for {rid} (first {ids[:3]}): {status} {body and body.get('state')}")
+    finally:
+        await api.close()
+
+
 async def test_kill9_five_times_loses_nothing_and_keeps_order(make_worker) -> None:
     rng = random.Random(11)
     recv = await Receiver().start()
@@ -89,7 +104,11 @@ async def test_kill9_five_times_loses_nothing_and_keeps_order(make_worker) -> No
     def delivered_ids() -> set[str]:
         return {d.msg_id for d in recv.completed}
 
-    await wait_until(lambda: set(load.accepted) <= delivered_ids(), 180, "every accepted message")
+    try:
+        await wait_until(lambda: set(load.accepted) <= delivered_ids(), 180, "every accepted message")
+    except AssertionError:
+        await report_missing(workers[0], load, delivered_ids())
+        raise
     lost = set(load.accepted) - delivered_ids()
     duplicates = len(recv.deliveries) - len(first_copies(recv.deliveries))
     out_of_order = 0
@@ -99,7 +118,8 @@ async def test_kill9_five_times_loses_nothing_and_keeps_order(make_worker) -> No
         if [d.seq for d in firsts] != list(range(1, len(firsts) + 1)):
             out_of_order += 1
         seq_of = {d.msg_id: d.seq for d in firsts}
-        assert all(seq_of[d.msg_id] == d.seq for d in mine), "a duplicate changed its seq"
+        changed = [(d.msg_id, seq_of[d.msg_id], d.seq, d.at) for d in mine if seq_of[d.msg_id] != d.seq]
+        assert changed == [], f"a duplicate changed its seq (id, first seq, seq, at) for {name}"
     print(
         f"\nkill -9 x{KILLS}: accepted={len(load.accepted)} refused_batches={load.refused} "
         f"lost={len(lost)} out_of_order={out_of_order} duplicates={duplicates}",
