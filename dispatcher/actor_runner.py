@@ -59,6 +59,7 @@ class ActorRunner:
             self.deliverer.busy(receiver_id),
             lambda seq: store.accepted_at(receiver_id, seq),
             lambda seq: store.entry_size(receiver_id, seq),
+            self.deliverer.in_flight_seqs(receiver_id),
         )
         new_state, effects = actor.decide(state, command, facts, self.policy)
         for effect in effects:
@@ -68,7 +69,8 @@ class ActorRunner:
 
     def set_timer(self, state: ReceiverState, partition: int) -> None:
         busy = self.deliverer.busy(state.receiver_id)
-        self.timers.set(state.receiver_id, partition, actor.next_wake(state, self.policy, busy))
+        sending = self.deliverer.in_flight_seqs(state.receiver_id)
+        self.timers.set(state.receiver_id, partition, actor.next_wake(state, self.policy, busy, sending))
 
     async def _run(
         self, receiver_id: str, partition: int, state: ReceiverState | None, effect: Effect
@@ -83,9 +85,11 @@ class ActorRunner:
                 self.store.save(state)
             case actor.DeleteBacklog(seq):
                 self.store.delete_backlog(receiver_id, seq)
-            case actor.Deliver(seq, attempt, count, lane):
+            case actor.Deliver(seq, attempt, count, lane, parallel):
                 assert state is not None
-                await self.deliverer.start(receiver_id, partition, state.config, seq, attempt, count, lane)
+                await self.deliverer.start(
+                    receiver_id, partition, state.config, seq, attempt, count, lane, parallel
+                )
             case actor.Probe(number):
                 assert state is not None
                 lane = state.health.lane

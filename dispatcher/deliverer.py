@@ -2,8 +2,9 @@
 
 An attempt never blocks the partition's stream: it runs in its own task, and
 its outcome goes back through the commands topic, so only the stream that owns
-the receiver's partition writes its state. At most one attempt per receiver is
-in flight on this worker (ordered receivers).
+the receiver's partition writes its state. An ordered receiver has at most one
+attempt (or probe) in flight on this worker; an unordered one has one per seq
+in its window, each keyed by its seq.
 
 Every attempt needs a connection slot of its lane and of its host (`SlotPool`).
 Until it gets them it waits as a small `Job` (the messages stay in the
@@ -63,6 +64,7 @@ class Job:
     attempt: int = 0  # attempt of the head, or the probe's number
     count: int = 1  # messages a batch may carry
     probe: bool = False
+    slot: int = 0  # the seq of an unordered receiver's attempt; 0: the receiver's one job
     task: asyncio.Task[None] | None = None
 
 
@@ -93,7 +95,7 @@ class Deliverer:
         self._batch_max_bytes = batch_max_bytes
         self._api_slots = asyncio.Semaphore(API_SLOTS)
         self._clock = clock
-        self._jobs: dict[str, Job] = {}
+        self._jobs: dict[str, dict[int, Job]] = {}  # receiver id -> slot -> job
         # Tokens tell this worker's outcomes from those of an earlier owner.
         self._incarnation = secrets.token_hex(4)
         self._counter = 0
@@ -101,13 +103,17 @@ class Deliverer:
     def busy(self, receiver_id: str) -> bool:
         return receiver_id in self._jobs
 
+    def in_flight_seqs(self, receiver_id: str) -> frozenset[int]:
+        """Seqs of an unordered receiver's attempts running (or waiting for a slot) here."""
+        return frozenset(slot for slot in self._jobs.get(receiver_id, ()) if slot)
+
     @property
     def in_flight(self) -> int:
-        return len(self._jobs)
+        return sum(len(jobs) for jobs in self._jobs.values())
 
     def stats(self) -> dict[str, Any]:
         return {
-            "attempts": len(self._jobs),
+            "attempts": self.in_flight,
             "posting": dict(self.pool.used),
             "limits": dict(self.pool.limits),
             "waiting_for_slot": self.pool.waiting,
@@ -116,10 +122,11 @@ class Deliverer:
 
     async def start(
         self, receiver_id: str, partition: int, config: ReceiverConfig, seq: int, attempt: int,
-        count: int = 1, lane: Lane = Lane.FAST,
+        count: int = 1, lane: Lane = Lane.FAST, parallel: bool = False,
     ) -> None:
-        """Start one attempt of messages seq.. unless the receiver already has one."""
-        await self._begin(Job(receiver_id, partition, "", config, lane, "", seq, attempt, count))
+        """Start one attempt of messages seq.. unless the receiver (or, `parallel`, that seq) has one."""
+        slot = seq if parallel else 0
+        await self._begin(Job(receiver_id, partition, "", config, lane, "", seq, attempt, count, slot=slot))
 
     async def start_probe(
         self, receiver_id: str, partition: int, config: ReceiverConfig, number: int, lane: Lane = Lane.FAST
@@ -128,19 +135,30 @@ class Deliverer:
         await self._begin(Job(receiver_id, partition, "", config, lane, "", 0, number, probe=True))
 
     async def _begin(self, job: Job) -> None:
-        if job.receiver_id in self._jobs:
+        jobs = self._jobs.setdefault(job.receiver_id, {})
+        if job.slot in jobs or (not job.slot and jobs):
             return
         job.token = self._next_token()
         job.host = (urlsplit(job.config.url).hostname or "").lower()
-        self._jobs[job.receiver_id] = job
+        jobs[job.slot] = job
         if job.lane is Lane.SLOW and self._queue_slow is not None:
             self._queue_slow(job)
         else:
             self.submit(job)
 
+    def _current(self, job: Job) -> bool:
+        return self._jobs.get(job.receiver_id, {}).get(job.slot) is job
+
+    def _remove(self, job: Job) -> None:
+        jobs = self._jobs.get(job.receiver_id, {})
+        if jobs.get(job.slot) is job:
+            del jobs[job.slot]
+            if not jobs:
+                del self._jobs[job.receiver_id]
+
     def waiting(self, job: Job) -> bool:
-        """The job is still its receiver's current one and has not started."""
-        return self._jobs.get(job.receiver_id) is job and job.task is None
+        """The job is still current (not dropped or released) and has not started."""
+        return self._current(job) and job.task is None
 
     def submit(self, job: Job) -> None:
         """Post now if the lane and the host have a slot, else wait for one."""
@@ -182,10 +200,10 @@ class Deliverer:
         return result
 
     def release(self, receiver_id: str, token: str) -> None:
-        """The actor has the outcome of `token`; the receiver may get its next attempt."""
-        current = self._jobs.get(receiver_id)
-        if current is not None and current.token == token:
-            del self._jobs[receiver_id]
+        """The actor has the outcome of `token`; its slot may get the next attempt."""
+        for job in list(self._jobs.get(receiver_id, {}).values()):
+            if job.token == token:
+                self._remove(job)
 
     def _next_token(self) -> str:
         self._counter += 1
@@ -194,14 +212,14 @@ class Deliverer:
     async def drop_partitions(self, partitions: set[int]) -> None:
         """Forget attempts of receivers whose partition this worker no longer owns."""
         self.pool.drop(lambda job: job.partition in partitions)
-        lost = [job for job in self._jobs.values() if job.partition in partitions]
+        lost = [job for jobs in self._jobs.values() for job in jobs.values() if job.partition in partitions]
         for job in lost:
-            del self._jobs[job.receiver_id]
+            self._remove(job)
             if job.task is not None:
                 await cancel_quietly(job.task)
 
     async def close(self) -> None:
-        await self.drop_partitions({job.partition for job in self._jobs.values()})
+        await self.drop_partitions({job.partition for jobs in self._jobs.values() for job in jobs.values()})
         await self._transport.close()
 
     async def _run(self, job: Job) -> None:
@@ -236,9 +254,9 @@ class Deliverer:
         return outcome
 
     def _forget(self, job: Job) -> None:
-        """Give up on a job the actor will never hear of: free the receiver and wake it."""
-        if self._jobs.get(job.receiver_id) is job:
-            del self._jobs[job.receiver_id]
+        """Give up on a job the actor will never hear of: free its slot and wake the receiver."""
+        if self._current(job):
+            self._remove(job)
             self._on_lost_outcome(job.receiver_id, job.partition)
 
     async def _report(self, job: Job, outcome: Outcome, what: str) -> None:
@@ -261,7 +279,7 @@ class Deliverer:
             if tries < REPORT_TRIES:
                 await asyncio.sleep(delay)
                 delay *= 2
-        if self._jobs.get(job.receiver_id) is job:
+        if self._current(job):
             log.error("outcome lost receiver_id=%s %s attempt=%d: the attempt will be made again",
                       job.receiver_id, what, outcome.attempt)
             self._forget(job)

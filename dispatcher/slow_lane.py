@@ -4,8 +4,9 @@ The actor's stream hands a slow receiver's attempt here instead of starting
 it. One task takes them in arrival order, paces them with the worker's
 slow-lane token bucket and submits them to the slow lane's own slot budget, so
 slow receivers wait here and in their small budget, never in the fast lane's
-slots. The queue holds at most one job per receiver (one attempt at a time);
-a job that is gone by its turn (the partition moved) is skipped.
+slots. The queue holds at most one job per attempt slot (one per ordered
+receiver, `max_in_flight` per unordered one); a job that is gone by its turn
+(the partition moved) is skipped.
 """
 
 from __future__ import annotations

@@ -50,7 +50,9 @@ def receiver_view(dispatcher: Dispatcher, state: ReceiverState, now: float) -> d
     breaker = state.breaker
     head = state.head
     latest = dispatcher.store.attempts(state.receiver_id, state.attempt_no, 1)
-    wake = actor.next_wake(state, dispatcher.runner.policy, dispatcher.deliverer.busy(state.receiver_id))
+    deliverer = dispatcher.deliverer
+    busy, sending = deliverer.busy(state.receiver_id), deliverer.in_flight_seqs(state.receiver_id)
+    wake = actor.next_wake(state, dispatcher.runner.policy, busy, sending)
     return {
         **config,
         "partition": dispatcher.partition_of(state.receiver_id),
@@ -74,7 +76,13 @@ def receiver_view(dispatcher: Dispatcher, state: ReceiverState, now: float) -> d
             if head and state.head_accepted_at
             else None,
             "failing_since": state.failing_since or None,
-            "in_flight": dispatcher.deliverer.busy(state.receiver_id),
+            "in_flight": busy,
+            # unordered receivers: the messages started and not yet settled
+            "window": [
+                {"seq": slot.seq, "attempts": slot.attempts, "next_attempt_at": slot.next_attempt_at or None,
+                 "posting": slot.seq in sending}
+                for slot in state.window
+            ],
             "delivered": state.delivered,
             "failed_attempts": state.failed_attempts,
             "dead_lettered": state.dead_lettered,

@@ -1,9 +1,12 @@
 """The receiver actor: pure state transitions.
 
 `decide(state, command, facts, policy)` returns the new state and the effects,
-in the order the glue must run them. Seq numbers are contiguous per receiver;
-the head message (delivered_seq + 1) is the only one ever posted, so seq k+1
-is never sent before seq k got a 2xx or was dead-lettered.
+in the order the glue must run them. Seq numbers are contiguous per receiver.
+For an ordered receiver the head message (delivered_seq + 1) is the only one
+ever posted, so seq k+1 is never sent before seq k got a 2xx or was
+dead-lettered. An unordered receiver (`ordering: "none"`) has a window of up
+to `max_in_flight` messages out at once, each retried on its own
+(`window.py`); delivered_seq is then the seq below which all are settled.
 
 Effect order matters for crash safety: every write of one receiver goes to one
 changelog partition in order, so a crash keeps a prefix. Backlog and dedup
@@ -29,6 +32,7 @@ from .lanes import Health, Lane, LanePolicy
 from .ratelimit import Bucket, burst_of
 from .records import Message, Outcome, ReceiverConfig, encode_backlog_entry
 from .retry import RetryPolicy, Verdict, parse_retry_after
+from .window import Slot, find, floor, replaced, without
 
 BODY_PREFIX_KEEP = 1024
 DAY = 86400.0
@@ -63,6 +67,8 @@ class ReceiverState:
     health: Health = field(default_factory=Health)  # recent answer times and the lane they earned
     backlog_bytes: int = 0  # stored size of the buffered messages
     bucket: Bucket = field(default_factory=Bucket)  # the receiver's rate limit, if it has one
+    window: tuple[Slot, ...] = ()  # unordered: messages started and not yet settled
+    cursor: int = 0  # unordered: the next seq to start; 0 = delivering in order
 
     @property
     def head(self) -> int | None:
@@ -72,6 +78,9 @@ class ReceiverState:
 
     @property
     def backlog(self) -> int:
+        """Messages not yet settled (unordered: the window and those not started)."""
+        if self.cursor:
+            return self.next_seq - self.cursor + len(self.window)
         return self.next_seq - 1 - self.delivered_seq
 
     @property
@@ -97,6 +106,8 @@ class ReceiverState:
             data["health"] = Health(**{**h, "lane": Lane(h["lane"]), "recent_ms": tuple(h["recent_ms"])})
         if "bucket" in data:
             data["bucket"] = Bucket(**data["bucket"])
+        if "window" in data:
+            data["window"] = tuple(Slot(**slot) for slot in data["window"])
         return cls(**data)
 
 
@@ -121,6 +132,7 @@ class Facts:
     in_flight: bool = False  # an attempt or probe of this receiver is running on this worker
     accepted_at: Callable[[int], float | None] = _no_backlog  # backlog lookup; None = missing
     entry_size: Callable[[int], int] = _no_size  # stored size of a backlog entry (0 if missing)
+    sending: frozenset[int] = frozenset()  # unordered: seqs whose attempts are running here
 
 
 @dataclass(slots=True, frozen=True)
@@ -217,12 +229,16 @@ class DeleteBacklog:
 
 @dataclass(slots=True, frozen=True)
 class Deliver:
-    """POST the head (and, batching, up to `count` messages from it) through `lane`."""
+    """POST the head (and, batching, up to `count` messages from it) through `lane`.
+
+    `parallel`: one of an unordered receiver's attempts, running beside the others.
+    """
 
     seq: int
     attempt: int
     count: int = 1
     lane: Lane = Lane.FAST
+    parallel: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -323,10 +339,14 @@ def decide(
     return step.finish()
 
 
-def next_wake(state: ReceiverState, policy: Policy, in_flight: bool) -> float | None:
+def next_wake(
+    state: ReceiverState, policy: Policy, in_flight: bool, sending: frozenset[int] = frozenset()
+) -> float | None:
     """When this receiver next needs the actor, or None; derived from the state alone."""
     times = [state.dedup_sweep_at] if state.dedup_sweep_at else []
-    if state.head is not None and not state.held and not in_flight:
+    if state.cursor:
+        times += _window_wakes(state, policy, in_flight and not sending, sending)
+    elif state.head is not None and not state.held and not in_flight:
         if state.breaker.circuit is Circuit.OPEN:
             times.append(state.breaker.probe_at)
         else:
@@ -334,6 +354,28 @@ def next_wake(state: ReceiverState, policy: Policy, in_flight: bool) -> float | 
         if state.head_accepted_at:
             times.append(expires_at(state, policy.retry_for(state.config)))
     return min(times) if times else None
+
+
+def _window_wakes(state: ReceiverState, policy: Policy, solo: bool, sending: frozenset[int]) -> list[float]:
+    """An unordered receiver's due times: retries and expiries of its idle slots, room to start more."""
+    if state.held or solo:
+        return []
+    retry = policy.retry_for(state.config)
+    idle = [slot for slot in state.window if slot.seq not in sending]
+    times = [slot_expires_at(state, slot, retry) for slot in idle]
+    circuit = state.breaker.circuit
+    if circuit is Circuit.OPEN:
+        return times if sending else [*times, state.breaker.probe_at]
+    if circuit is Circuit.CLOSED or not sending:
+        times += [slot.next_attempt_at for slot in idle]
+        room = len(state.window) < state.config.options.max_in_flight
+        if room and state.cursor < state.next_seq:
+            times.append(state.next_attempt_at)  # the rate limit's gate (0: now)
+    return times
+
+
+def slot_expires_at(state: ReceiverState, slot: Slot, retry: RetryPolicy) -> float:
+    return max(slot.accepted_at, state.active_since) + retry.max_age
 
 
 def refuses_new(state: ReceiverState, policy: Policy, size: int) -> bool:
@@ -381,6 +423,8 @@ class _Step:
         self.policy = policy
         self.retry = policy.retry_for(state.config)
         self.in_flight = facts.in_flight
+        self.sending = set(facts.sending)
+        self.fresh: dict[int, tuple[float, int]] = {}  # seq -> (accepted at, size) stored by this step
         self.dirty = False
         self.writes: list[Effect] = []
         self.deletes: list[Effect] = []
@@ -422,7 +466,10 @@ class _Step:
             PutBacklog(seq, msg, encoded),
             RememberId(msg.id, seq, self.now + self.policy.dedup_window),
         ]
-        if self.state.head == seq:
+        self.fresh[seq] = (msg.accepted_at or self.now, len(encoded))
+        if self.state.cursor or not self.state.config.options.ordered:
+            self.advance()
+        elif self.state.head == seq:
             self.update(head_accepted_at=msg.accepted_at or self.now, attempts=0, next_attempt_at=0.0)
             self.advance()
         else:
@@ -431,6 +478,8 @@ class _Step:
     def result(self, outcome: Outcome) -> None:
         if outcome.probe:
             self._probe_result(outcome)
+        elif self.state.cursor:
+            self._window_result(outcome)
         elif outcome.seq != self.state.head or outcome.attempt != self.state.attempts + 1:
             # A late or duplicate outcome: from a worker that lost the partition, or
             # replayed from the commands topic after a crash (its effect is in the state).
@@ -519,7 +568,9 @@ class _Step:
         self._log(outcome, number, "ping" if outcome.manual else "probe")
         breaker = before.probe_result(outcome.ok, self.now, self.policy.breaker, number)
         if before.circuit is Circuit.OPEN and breaker.circuit is Circuit.HALF_OPEN:
-            self.update(next_attempt_at=0.0)  # the head goes out now, once
+            # the head (unordered: one message of the window) goes out now, once
+            window = tuple(replace(slot, next_attempt_at=0.0) for slot in self.state.window)
+            self.update(next_attempt_at=0.0, window=window)
         self.update(breaker=breaker)
         if not outcome.ok and not outcome.manual and self.state.head is not None:
             self.update(failing_since=self.state.failing_since or self.now)
@@ -587,31 +638,43 @@ class _Step:
     def _drop_overflow(self) -> None:
         """Dead-letter the oldest messages while the backlog is over its cap (never the one in flight)."""
         for _ in range(self.policy.max_expired_per_event):
+            state = self.state
+            if state.cursor:  # unordered: drop the oldest not yet started
+                if state.cursor >= state.next_seq or not self._over_cap():
+                    return
+                detail = f"backlog over its cap ({state.backlog} messages, {state.backlog_bytes} bytes)"
+                self.update(cursor=state.cursor + 1)
+                self._dead_letter_seq(state.cursor, BACKLOG_FULL, detail)
+                continue
             if self.in_flight or self.state.head is None or not self._over_cap():
                 return
-            state = self.state
             self._dead_letter_head(
                 BACKLOG_FULL, f"backlog over its cap ({state.backlog} messages, {state.backlog_bytes} bytes)"
             )
 
     def _batch_size(self, head: int) -> int:
         """How many messages the next POST carries; 0 while the rate limit says wait."""
-        options = self.state.config.options
-        count = min(options.batch_max, self.state.next_seq - head)
-        rate = options.rate_limit
+        return self._take_tokens(min(self.state.config.options.batch_max, self.state.next_seq - head))
+
+    def _take_tokens(self, want: int) -> int:
+        """Up to `want` sends the rate limit allows now; 0 (and the gate set) when it says wait."""
+        rate = self.state.config.options.rate_limit
         if not rate:
-            return count
+            return want
         burst, bucket = burst_of(rate), self.state.bucket
         level = bucket.level(rate, burst, self.now)
         if level < 1:
             self.update(next_attempt_at=self.now + bucket.wait(1, rate, burst, self.now))
             return 0
-        count = min(count, int(level))
+        count = min(want, int(level))
         self.update(bucket=bucket.take(count, rate, burst, self.now))
         return count
 
     def advance(self) -> None:
         """Do what is due now: drop overflow, dead-letter expired heads, then post the head or a probe."""
+        if self._windowed():
+            self._advance_window()
+            return
         self._drop_overflow()
         if self.state.held:
             return
@@ -627,8 +690,7 @@ class _Step:
                 self.update(head_accepted_at=accepted)
             if self.now < expires_at(self.state, self.retry):
                 break
-            age = self.now - self.state.head_accepted_at
-            self._dead_letter_head(MAX_AGE, f"older than max_age {self.retry.max_age:g}s ({age:.0f}s)")
+            self._dead_letter_head(MAX_AGE, self._too_old(self.state.head_accepted_at))
         else:
             return  # the budget is spent; next_wake is due now, so a wake continues
         state = self.state
@@ -644,6 +706,141 @@ class _Step:
             if count:
                 self.actions.append(Deliver(head, state.attempts + 1, count, state.health.lane))
                 self.in_flight = True
+
+    # unordered receivers: the window -------------------------------------------
+
+    def _windowed(self) -> bool:
+        """Deliver through the window? Switches in when a receiver becomes unordered, out once drained."""
+        state = self.state
+        wants = not state.config.options.ordered
+        if wants and not state.cursor:
+            head = state.delivered_seq + 1
+            window: tuple[Slot, ...] = ()
+            if state.head is not None and (state.attempts or self.in_flight):
+                # The head's attempts (and an attempt of it still out) carry over.
+                accepted = state.head_accepted_at or self.facts.accepted_at(head) or self.now
+                window = (Slot(head, accepted, state.attempts, state.next_attempt_at),)
+            self.update(cursor=head + len(window), window=window)
+            self.update(attempts=0, next_attempt_at=0.0, head_accepted_at=0.0)
+        elif not wants and state.cursor and not state.window:
+            self.update(cursor=0, delivered_seq=state.cursor - 1, attempts=0, next_attempt_at=0.0)
+        return bool(self.state.cursor)
+
+    def _advance_window(self) -> None:
+        """Dead-letter expired slots, retry the due ones, then start new messages while there is room."""
+        self._drop_overflow()
+        if self.state.held or (self.in_flight and not self.sending):
+            return  # held, or the receiver's one job (a probe) is out
+        for slot in self.state.window:
+            if slot.seq not in self.sending and self.now >= slot_expires_at(self.state, slot, self.retry):
+                self._dead_letter_seq(slot.seq, MAX_AGE, self._too_old(slot.accepted_at), slot.attempts)
+        breaker = self.state.breaker
+        if breaker.circuit is Circuit.OPEN:
+            if not self.sending and breaker.probe_at <= self.now:
+                self.update(breaker=breaker.probe_sent(self.now, self.policy.breaker))
+                self.actions.append(Probe(self.state.breaker.probes))
+                self.in_flight = True
+            return
+        limit = 1 if breaker.circuit is Circuit.HALF_OPEN else self.state.config.options.max_in_flight
+        for slot in self.state.window:
+            if len(self.sending) >= limit:
+                return
+            if slot.seq not in self.sending and slot.next_attempt_at <= self.now:
+                if not self._take_tokens(1):
+                    return
+                self._send_slot(slot)
+        for _ in range(limit):
+            state = self.state
+            full = len(state.window) >= state.config.options.max_in_flight or len(self.sending) >= limit
+            if full or state.cursor >= state.next_seq or state.next_attempt_at > self.now:
+                return
+            if not self._take_tokens(1):
+                return
+            seq = state.cursor
+            self.update(cursor=seq + 1)
+            accepted = self.fresh[seq][0] if seq in self.fresh else self.facts.accepted_at(seq)
+            if accepted is None:
+                self._dead_letter_seq(seq, MISSING_ENTRY, "backlog entry missing")
+                continue
+            slot = Slot(seq, accepted)
+            if self.now >= slot_expires_at(self.state, slot, self.retry):
+                self._dead_letter_seq(seq, MAX_AGE, self._too_old(accepted))
+                continue
+            self.update(window=(*self.state.window, slot))
+            self._send_slot(slot)
+
+    def _too_old(self, accepted_at: float) -> str:
+        return f"older than max_age {self.retry.max_age:g}s ({self.now - accepted_at:.0f}s)"
+
+    def _send_slot(self, slot: Slot) -> None:
+        self.actions.append(Deliver(slot.seq, slot.attempts + 1, 1, self.state.health.lane, parallel=True))
+        self.sending.add(slot.seq)
+        self.in_flight = True
+
+    def _window_result(self, outcome: Outcome) -> None:
+        slot = find(self.state.window, outcome.seq)
+        if slot is None or outcome.attempt != slot.attempts + 1:
+            self.actions.append(Ignored("stale outcome", outcome.msg_id, outcome.seq))
+            self.advance()
+            return
+        state = self.state
+        verdict = self.retry.classify(outcome.status)
+        ok = verdict is Verdict.SUCCESS
+        self._log(outcome, slot.attempts + 1, "message")
+        if ok or state.breaker.circuit is not Circuit.OPEN:  # a late failure does not restart the wait
+            self.update(breaker=state.breaker.record(ok, self.now, self.policy.breaker))
+        self._observe_lane(outcome)
+        if ok:
+            self.update(failing_since=0.0, delivered=state.delivered + 1)
+            self._settle_seq(slot.seq)
+            self.advance()
+            return
+        attempts = slot.attempts + 1
+        self.update(failed_attempts=state.failed_attempts + 1, failing_since=state.failing_since or self.now)
+        detail = _describe(outcome)
+        failed = (attempts, outcome.status, outcome.error)
+        if verdict is Verdict.GONE:
+            self.update(disabled=True, disabled_reason=f"receiver answered 410 Gone (seq {outcome.seq})")
+            self.update(window=replaced(self.state.window, replace(slot, attempts=attempts)))
+        elif verdict is Verdict.PERMANENT:
+            self._dead_letter_seq(slot.seq, PERMANENT_STATUS, f"{detail}, not retryable", *failed)
+        elif attempts >= self.retry.max_attempts:
+            self._dead_letter_seq(slot.seq, MAX_ATTEMPTS, f"{detail}, {attempts} attempts", *failed)
+        else:
+            retry_after = None
+            if outcome.status in (429, 503):
+                retry_after = parse_retry_after(outcome.headers.get("retry-after"), self.now)
+            due = self.now + self.retry.next_delay(attempts, self.facts.rand, retry_after)
+            self.update(window=replaced(self.state.window, Slot(slot.seq, slot.accepted_at, attempts, due)))
+        self._maybe_disable()
+        self.advance()
+
+    def _dead_letter_seq(
+        self, seq: int, reason: str, detail: str, attempts: int = 0,
+        last_status: int | None = None, last_error: str | None = None,
+    ) -> None:
+        """Dead-letter one message of an unordered receiver and settle it."""
+        kept = self.state.dead_letters_kept + 1
+        self.writes.append(DeadLetterHead(seq, reason, detail, attempts, last_status, last_error))
+        if kept > self.policy.dead_letters_keep:
+            kept = self.policy.dead_letters_keep
+            self.writes.append(TrimDeadLetters(kept))
+        self.update(dead_lettered=self.state.dead_lettered + 1, dead_letters_kept=kept)
+        self._settle_seq(seq)
+
+    def _settle_seq(self, seq: int) -> None:
+        """One message of the window (or one never started) is done: drop it and move the floor."""
+        state = self.state
+        window = without(state.window, seq)
+        self.update(
+            window=window,
+            delivered_seq=floor(window, state.cursor) - 1,
+            backlog_bytes=max(0, state.backlog_bytes - self._entry_size(seq)),
+        )
+        self.deletes.append(DeleteBacklog(seq))
+
+    def _entry_size(self, seq: int) -> int:
+        return self.fresh[seq][1] if seq in self.fresh else self.facts.entry_size(seq)
 
 
 def _describe(outcome: Outcome) -> str:

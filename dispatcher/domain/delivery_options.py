@@ -60,9 +60,9 @@ def parse_delivery_options(body: dict[str, Any], current: DeliveryOptions | None
     ordering = body.get("ordering", base.ordering)
     if ordering not in ORDERINGS:
         raise InvalidInput("ordering", f"must be one of {', '.join(ORDERINGS)}")
-    if ordering == UNORDERED:
-        raise InvalidInput("ordering", 'unordered delivery ("none") is not available yet; use "strict"')
-    max_in_flight = _whole(body, "max_in_flight", base.max_in_flight, 1, MAX_IN_FLIGHT)
+    # Back to strict without a max_in_flight of its own: the ordered 1, not the old window.
+    default_in_flight = 1 if ordering == STRICT else base.max_in_flight
+    max_in_flight = _whole(body, "max_in_flight", default_in_flight, 1, MAX_IN_FLIGHT)
     if ordering == STRICT and max_in_flight != 1:
         raise InvalidInput("max_in_flight", 'must be 1 for ordered receivers; set "ordering": "none"')
     batch_max = _whole(body, "batch_max", base.batch_max, 1, MAX_BATCH)

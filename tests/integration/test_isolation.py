@@ -138,6 +138,38 @@ async def test_in_flight_bounds_hold_per_host_and_per_worker(api: Api) -> None:
         await wide.stop()
 
 
+async def test_an_unordered_receiver_gets_max_in_flight_at_once_and_retries_each_alone(api: Api) -> None:
+    failed_once: set[str] = set()
+    succeeded: list[int] = []
+
+    async def slowish(path: str, delivery: Delivery) -> int:
+        await asyncio.sleep(0.3)
+        if delivery.seq % 10 == 3 and delivery.msg_id not in failed_once:
+            failed_once.add(delivery.msg_id)
+            return 503  # every tenth message fails once; the others do not wait for it
+        succeeded.append(delivery.seq)
+        return 200
+
+    server = await Receiver(slowish, host="127.0.0.5").start()
+    try:
+        made = await api.create_receiver(server.url("u"), ordering="none", max_in_flight=8)
+        assert (made["ordering"], made["max_in_flight"]) == ("none", 8)
+        rid = made["id"]
+        await api.send_batch([message(rid, n) for n in range(60)])
+        await api.eventually_state(rid, lambda s: s["delivered_seq"] == 60, 60, "all 60 settled")
+        assert server.max_concurrent == 8, "the window is used and never passed"
+        assert sorted(succeeded) == list(range(1, 61)), "each seq got one 2xx"
+        assert succeeded.index(4) < succeeded.index(3), "seq 3's retry did not hold seq 4 back"
+        firsts = {d.msg_id: d.seq for d in first_copies(server.deliveries)}
+        assert sorted(firsts.values()) == list(range(1, 61))
+        assert all(firsts[d.msg_id] == d.seq for d in server.deliveries), "a retry keeps its seq"
+        assert len(server.deliveries) == 66, "60 messages and 6 retries"
+        state = await api.state(rid)
+        assert (state["delivered"], state["backlog"], state["window"]) == (60, 0, [])
+    finally:
+        await server.stop()
+
+
 async def test_a_batching_receiver_drains_10000_in_at_most_100_posts_in_order(api: Api) -> None:
     server = await Receiver().start()
     try:

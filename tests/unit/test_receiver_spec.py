@@ -197,7 +197,8 @@ URL = "http://127.0.0.1:9/"
     ("extra", "field", "why"),
     [
         ({"ordering": "random"}, "ordering", "must be one of"),
-        ({"ordering": "none"}, "ordering", "not available yet"),
+        ({"ordering": "none", "max_in_flight": 65}, "max_in_flight", "1..64"),
+        ({"ordering": "none", "batch_max": 10}, "batch_max", "batches are sent in order"),
         ({"max_in_flight": 4}, "max_in_flight", "must be 1 for ordered"),
         ({"max_in_flight": 0}, "max_in_flight", "whole number"),
         ({"batch_max": 0}, "batch_max", "1..1000"),
@@ -227,3 +228,11 @@ def test_delivery_options_are_kept_on_replace_unless_given() -> None:
     assert (second.options.batch_max, second.options.rate_limit) == (50, 0.0)
     view = public_view(second, 100.0)
     assert view["batch_max"] == 50 and view["ordering"] == "strict" and view["backlog_overflow"] == "reject"
+
+
+def test_unordered_receivers_choose_their_window_and_strict_goes_back_to_one() -> None:
+    unordered = spec({"url": URL, "ordering": "none", "max_in_flight": 8})
+    assert (unordered.options.ordered, unordered.options.max_in_flight) == (False, 8)
+    assert spec({"url": URL, "max_in_flight": 4}, current=unordered).options.max_in_flight == 4
+    ordered = spec({"url": URL, "ordering": "strict"}, current=unordered)
+    assert (ordered.options.ordered, ordered.options.max_in_flight) == (True, 1)
