@@ -85,37 +85,62 @@ async def fetched_highwaters(ends: dict[Any, int], limit: float = 10.0, **consum
 
 
 class _Consumer(faust_aiokafka.Consumer):
-    """Faust's consumer, except that offsets an agent never saw are read again, not acked.
+    """Faust's consumer, except that every record of a strict partition is read once, in order.
 
     Faust treats a jump in a source partition's offsets as a "gap" (compaction,
     transaction markers) and acks the skipped offsets, so the next commit
-    passes over them. Our source topics have neither, yet jumps happened in
-    the kill -9 chaos test right after rebalances (the first record after the
-    seek to the committed offset lay past it), and the skipped records were
-    never processed: accepted messages lost. Here a jump seeks the partition
-    back to the first offset not seen, and the records are processed in order.
+    passes over them; and records fetched before a seek can still be handed to
+    the agent or to table recovery after it. In the kill -9 chaos test both
+    happened right after rebalances: requests were skipped and never processed
+    (accepted messages lost), and recovery ended early on a stale changelog
+    record. Strict partitions are our agent's sources (requests, commands: no
+    compaction, no transactions) and, on a broker that never compacts
+    (`contiguous_changelogs`, the embedded one), the changelogs. For them:
+    records arriving while a seek is pending are dropped, a record below the
+    next expected offset is dropped, and a jump past it seeks back and reads
+    the skipped records again (after `READ_AGAIN_TRIES` at one offset it gives
+    up, logs an error and lets the commit pass).
     """
 
-    READ_AGAIN_TRIES = 5  # then the offsets are really gone (retention): go on, loudly
-
-    _expected: dict[Any, int | None]  # per partition, the next offset the agent must see
-    _tries: dict[tuple[Any, int], int]
+    READ_AGAIN_TRIES = 10
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._expected = {}
-        self._tries = {}
+        self._expected: dict[Any, int | None] = {}  # strict partition -> next offset to hand over
+        self._seeking: set[Any] = set()
+        self._tries: dict[tuple[Any, int], int] = {}
+        self._strict_topics: dict[str, bool] = {}
 
     def _new_consumer_thread(self) -> _ConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
+    def _strict(self, topic: str) -> bool:
+        strict = self._strict_topics.get(topic)
+        if strict is None:
+            strict = self.app.topics.acks_enabled_for(topic) or self.app.contiguous_changelogs
+            self._strict_topics[topic] = strict
+        return strict
+
+    async def _seek_then_expect(self, tps: Any, seek: Any) -> Any:
+        tps = set(tps)
+        self._seeking |= tps
+        try:
+            return await seek
+        finally:
+            self._seeking -= tps
+
     async def perform_seek(self) -> None:
-        await super().perform_seek()
-        # The committed offset of each partition is the next one to read (None: not known).
-        self._expected = dict(self._read_offset)
+        tps = self.assignment()
+        await self._seek_then_expect(tps, super().perform_seek())
+        for tp in tps:  # the committed offset is the next one to read (None: not known)
+            self._expected[tp] = self._read_offset.get(tp)
+
+    async def seek_wait(self, partitions: Mapping[Any, int]) -> None:
+        await self._seek_then_expect(partitions, super().seek_wait(partitions))
+        self._expected.update(partitions)
 
     async def seek(self, partition: Any, offset: int) -> None:
-        await super().seek(partition, offset)
+        await self._seek_then_expect([partition], super().seek(partition, offset))
         self._expected[partition] = offset
 
     async def _read_again(self, tp: Any, expected: int, got: int) -> bool:
@@ -130,8 +155,7 @@ class _Consumer(faust_aiokafka.Consumer):
             return False
         log.warning("offsets %d..%d of %s[%d] were skipped by the fetch: reading them again",
                     expected, got - 1, tp.topic, tp.partition)
-        await self._thread.seek_wait({tp: expected})
-        self._expected[tp] = expected
+        await self.seek_wait({tp: expected})
         return True
 
     async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - Faust's loop, see above
@@ -141,7 +165,6 @@ class _Consumer(faust_aiokafka.Consumer):
         fetcher_should_stop = fetcher._stopped.is_set
         get_read_offset = self._read_offset.__getitem__
         set_read_offset = self._read_offset.__setitem__
-        acks_enabled_for = self.app.topics.acks_enabled_for
         num_since_yield = 0
         try:
             while not (consumer_should_stop() or fetcher_should_stop()):
@@ -150,23 +173,27 @@ class _Consumer(faust_aiokafka.Consumer):
                 await self.sleep(0)
                 if self.should_stop:
                     continue
-                reading_again: set[Any] = set()  # the rest of this batch of theirs is re-read
+                reading_again: set[Any] = set()  # the rest of this batch of theirs is read again
                 async for tp, message in ait:
                     num_since_yield += 1
                     if num_since_yield > 100:
                         await asyncio.sleep(0)
                         num_since_yield = 0
-                    if tp in reading_again:
-                        continue
                     offset = message.offset
-                    r_offset = get_read_offset(tp)
-                    if r_offset is not None and offset < r_offset:
-                        continue  # read before a seek back: already processed
-                    expected = self._expected.get(tp)
-                    skipped = expected is not None and offset > expected and acks_enabled_for(message.topic)
-                    if skipped and await self._read_again(tp, expected, offset):
-                        reading_again.add(tp)
-                        continue
+                    if self._strict(message.topic):
+                        if tp in self._seeking or tp in reading_again:
+                            continue  # fetched before the seek: it will come again
+                        expected = self._expected.get(tp)
+                        if expected is not None and offset < expected:
+                            continue  # already handed over
+                        skipped = expected is not None and offset > expected
+                        if skipped and await self._read_again(tp, expected, offset):
+                            reading_again.add(tp)
+                            continue
+                    else:
+                        r_offset = get_read_offset(tp)
+                        if r_offset is not None and offset < r_offset:
+                            continue
                     if self._commit_every is not None and self._n_acked >= self._commit_every:
                         self._n_acked = 0
                         await self.commit()
@@ -240,6 +267,7 @@ class DispatcherApp(faust.App):
 
     fetch_max_wait_ms: int = 1500
     highwaters_by_fetch: bool = False
+    contiguous_changelogs: bool = False
 
     def _new_transport(self) -> Any:
         return _Transport(self.conf.broker_consumer, self)

@@ -107,6 +107,11 @@ class Settings:
     # + 1 there, and table recovery would stop short of the last records.
     # `dev` sets it; real Kafka answers ListOffsets exactly.
     highwaters_by_fetch: bool = False
+    # The broker never compacts a changelog, so any jump in a changelog's
+    # offsets while reading it is a fault to read again, not a compacted
+    # record (see kafka_transport._Consumer). `dev` sets it; never on a
+    # broker that compacts.
+    contiguous_changelogs: bool = False
     standby_replicas: int = 1
     # RocksDB memory per table partition: memtables (2 x write buffer) and the
     # block cache. Faust's defaults (64 MiB buffers, a 2 GiB cache) would let
