@@ -20,11 +20,17 @@ from .actor_store import ActorStore
 from .deliverer import Deliverer
 from .domain import actor
 from .domain.actor import Command, Effect, Facts, Policy, ReceiverState
+from .domain.subscriptions import encode_subscription
 from .timers import PartitionTimers
 
 log = logging.getLogger(__name__)
 
 SendDeadLetter = Callable[[str, bytes], Awaitable[None]]
+Publish = Callable[[str, bytes], Awaitable[None]]  # (receiver id, record) to a topic keyed by receiver
+
+
+async def _publish_nowhere(receiver_id: str, record: bytes) -> None:
+    return None
 
 
 class ActorRunner:
@@ -37,6 +43,7 @@ class ActorRunner:
         policy: Policy,
         requests_topic: str,
         clock: Callable[[], float] = time.time,
+        publish_subscription: Publish = _publish_nowhere,
     ) -> None:
         self.store = store
         self.deliverer = deliverer
@@ -45,6 +52,7 @@ class ActorRunner:
         self.policy = policy
         self.requests_topic = requests_topic
         self.clock = clock
+        self._publish_subscription = publish_subscription
 
     async def handle(self, receiver_id: str, partition: int, command: Command) -> None:
         """Apply one command from the stream (the only writer of this receiver)."""
@@ -94,6 +102,10 @@ class ActorRunner:
                 assert state is not None
                 lane = state.health.lane
                 await self.deliverer.start_probe(receiver_id, partition, state.config, number, lane)
+            case actor.Subscribe():
+                assert state is not None
+                record = encode_subscription(state.config.event_types, state.config.tenant)
+                await self._publish_subscription(receiver_id, record)
             case actor.MovedLane(lane, p90, timeouts):
                 log.info("receiver_id=%s moved to the %s lane (p90 %s ms, %d timeouts in a row)",
                          receiver_id, lane, p90, timeouts)

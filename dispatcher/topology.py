@@ -22,6 +22,8 @@ class Topology:
     requests: Any  # faust.TopicT
     commands: Any
     dead_letters: Any
+    subscriptions: Any  # receiver id -> its event types and tenant (every worker reads it all)
+    events: Any  # events for fan-out, keyed by event id
     actors: Any  # faust.Table
 
 
@@ -31,6 +33,8 @@ def topic_names(settings: Settings) -> dict[str, str]:
         "requests": f"{prefix}.requests",
         "commands": f"{prefix}.commands",
         "dead_letters": f"{prefix}.dead-letters",
+        "subscriptions": f"{prefix}.subscriptions",
+        "events": f"{prefix}.events",
     }
 
 
@@ -38,6 +42,7 @@ def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
     app = DispatcherApp(settings.app_id, **faust_config(settings, web_middlewares))
     app.fetch_max_wait_ms = settings.fetch_max_wait_ms
     app.highwaters_by_fetch = settings.highwaters_by_fetch
+    app.contiguous_changelogs = settings.contiguous_changelogs
     names = topic_names(settings)
     raw: dict[str, Any] = {
         "key_type": bytes,
@@ -50,6 +55,8 @@ def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
     requests = app.topic(names["requests"], **raw)
     commands = app.topic(names["commands"], **raw)
     dead_letters = app.topic(names["dead_letters"], **raw)
+    subscriptions = app.topic(names["subscriptions"], **raw, compacting=True)
+    events = app.topic(names["events"], **raw)
     actors = app.Table(
         "actors",
         partitions=settings.partitions,
@@ -61,7 +68,7 @@ def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
             "block_cache_size": settings.table_block_cache,
         },
     )
-    return Topology(app, requests, commands, dead_letters, actors)
+    return Topology(app, requests, commands, dead_letters, subscriptions, events, actors)
 
 
 def faust_config(settings: Settings, web_middlewares: list[Any]) -> dict[str, Any]:

@@ -18,9 +18,11 @@ from .actor_store import ActorStore
 from .agent import register_actor_agent
 from .deliverer import API_SLOTS, Deliverer
 from .domain.records import WAKE_RECORD, Outcome, encode_outcome
+from .fanout import register_fanout_agent
 from .ownership import Ownership
 from .settings import Settings
 from .slow_lane import Pacer, SlowLane
+from .subscription_feed import SubscriptionFeed
 from .target_guard import TargetGuard
 from .timers import PartitionTimers
 from .topology import Topology, build_topology, topic_names
@@ -66,7 +68,11 @@ class Dispatcher:
             batch_max_bytes=settings.batch_max_bytes,
         )
         self.runner = ActorRunner(
-            self.store, self.deliverer, self.timers, self._send_dead_letter, policy, self.names["requests"]
+            self.store, self.deliverer, self.timers, self._send_dead_letter, policy, self.names["requests"],
+            publish_subscription=self._publish_subscription,
+        )
+        self.feed = SubscriptionFeed(
+            self.names["subscriptions"], settings.partitions, {"bootstrap_servers": self._bootstrap()}
         )
         self.ownership = Ownership(app, self.names["requests"], self.runner)
         # internal=True: Faust declares both topics with our partition count
@@ -76,6 +82,8 @@ class Dispatcher:
             key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True,
         )
         register_actor_agent(app, source, self.names["commands"], self.runner)
+        register_fanout_agent(app, self.topology.events, self.feed, self.produce_requests)
+        app.task(self._run_feed)
         app.task(self._run_slow_lane)
         self.topology.actors.on_recover(self.ownership.on_recovered)
         app.on_partitions_revoked.connect(self.ownership.on_revoked)
@@ -118,6 +126,22 @@ class Dispatcher:
     async def _run_slow_lane(self) -> None:
         await self.slow_lane.run(self.deliverer)
 
+    async def produce_event(self, event_id: str, record: bytes) -> None:
+        """Produce to the events topic and wait until the broker has it."""
+        fut = await self.topology.events.send(key=event_id.encode(), value=record)
+        await fut
+
+    async def _publish_subscription(self, receiver_id: str, record: bytes) -> None:
+        fut = await self.topology.subscriptions.send(key=receiver_id.encode(), value=record)
+        await fut
+
+    def _bootstrap(self) -> list[str]:
+        return [f"{url.host}:{url.port or 9092}" for url in self.app.conf.broker]
+
+    async def _run_feed(self) -> None:
+        await self.topology.subscriptions.maybe_declare()  # nothing may have been published yet
+        await self.feed.run()
+
     async def _send_dead_letter(self, receiver_id: str, record: bytes) -> None:
         fut = await self.topology.dead_letters.send(key=receiver_id.encode(), value=record)
         await fut
@@ -159,6 +183,7 @@ class Dispatcher:
             "partitions": sorted(self.ownership.owned),
             "in_flight": self.deliverer.in_flight,
             "delivery": {**self.deliverer.stats(), "slow_lane_queued": len(self.slow_lane)},
+            "subscriptions": {"receivers": len(self.feed.index), "caught_up": self.feed.caught_up.is_set()},
             "timers": len(self.timers),
         }
 

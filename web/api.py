@@ -13,6 +13,7 @@ from aiohttp import web
 
 from dispatcher.domain.actor import ReceiverState, refuses_new
 from dispatcher.domain.errors import InvalidInput
+from dispatcher.domain.events import encode_event, parse_event_spec
 from dispatcher.domain.ids import check_id, new_id
 from dispatcher.domain.receiver_spec import parse_receiver_spec, public_view, secret_view
 from dispatcher.domain.records import (
@@ -136,6 +137,24 @@ async def send_batch(request: web.Request) -> web.Response:
         ids.append(msg.id)
     await dispatcher.produce_requests(records)
     return _json({"ids": ids}, status=202)
+
+
+async def send_event(request: web.Request) -> web.Response:
+    """Publish an event to every subscribed receiver; the count is this worker's current view."""
+    dispatcher = _dispatcher(request)
+    event = parse_event_spec(await read_json(request), _new_event_id, time.time())
+    record = encode_event(event)
+    if len(record) > dispatcher.settings.max_payload:
+        raise InvalidInput(
+            "payload", f"event larger than {dispatcher.settings.max_payload} bytes", "too_large", 413
+        )
+    receivers = len(dispatcher.feed.index.match(event.event_type, event.tenant))
+    await dispatcher.produce_event(event.id, record)
+    return _json({"id": event.id, "event_type": event.event_type, "receivers": receivers}, status=202)
+
+
+def _new_event_id() -> str:
+    return new_id("evt")
 
 
 def _new_msg_id() -> str:

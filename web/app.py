@@ -38,3 +38,4 @@ def setup_web(app: web.Application, dispatcher: Dispatcher) -> None:
     app.router.add_post("/v1/receivers/{receiver_id}/verify", receiver_security.verify_endpoint)
     app.router.add_post("/v1/messages", api.send_message)
     app.router.add_post("/v1/messages/batch", api.send_batch)
+    app.router.add_post("/v1/events", api.send_event)

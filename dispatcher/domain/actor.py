@@ -287,6 +287,15 @@ class LogAttempt:
 
 
 @dataclass(slots=True, frozen=True)
+class Subscribe:
+    """Publish the receiver's event types and tenant to every worker's subscription index.
+
+    Sent on every configure, not only on a change: re-applying a configure after a
+    crash must publish again in case the first publish was lost with the worker.
+    """
+
+
+@dataclass(slots=True, frozen=True)
 class MovedLane:
     """The receiver changed lanes (logged, with the figures that moved it)."""
 
@@ -306,7 +315,7 @@ class Ignored:
 
 Effect = (
     PutBacklog | RememberId | SaveState | DeleteBacklog | Deliver | Probe | DeadLetter | DeadLetterHead
-    | TrimDeadLetters | LogAttempt | MovedLane | Ignored
+    | TrimDeadLetters | LogAttempt | MovedLane | Subscribe | Ignored
 )
 
 
@@ -393,9 +402,10 @@ def _configure(
     state: ReceiverState | None, config: ReceiverConfig, facts: Facts, policy: Policy
 ) -> tuple[ReceiverState, list[Effect]]:
     if state is None:
-        return ReceiverState(config.id, config, active_since=facts.now), [SaveState()]
+        return ReceiverState(config.id, config, active_since=facts.now), [SaveState(), Subscribe()]
     step = _Step(state, facts, policy)
     step.update(config=config)
+    step.actions.append(Subscribe())
     if config.verified and not state.config.verified:
         step.update(active_since=facts.now)  # held messages age from activation, as after resume
     step.advance()

@@ -13,14 +13,15 @@ from typing import Any
 from .delivery_options import OPTION_FIELDS, parse_delivery_options
 from .errors import InvalidInput
 from .headers import check_header_value, check_headers
-from .records import ReceiverConfig, check_event_type, check_url, reject_unknown
+from .records import ReceiverConfig, check_url, reject_unknown
 from .retry import RetryPolicy
 from .signing import SecretError, check_secret, is_asymmetric, public_key_of
+from .subscriptions import check_tenant, parse_patterns
 
 SIGNING_KINDS = ("hmac-sha256", "ed25519")
 RECEIVER_FIELDS = {
-    "id", "url", "event_types", "secret", "signing", "headers", "retry", "authorization", "verify",
-    *OPTION_FIELDS,
+    "id", "url", "event_types", "tenant", "secret", "signing", "headers", "retry", "authorization",
+    "verify", *OPTION_FIELDS,
 }
 MAX_GRACE = 7 * 86400.0
 MAX_PREVIOUS_SECRETS = 5
@@ -47,10 +48,8 @@ def parse_receiver_spec(
         raise InvalidInput("body", "must be a JSON object")
     reject_unknown(body, RECEIVER_FIELDS, "")
     url = check_url(body.get("url"), "url", require_https)
-    event_types = body.get("event_types", [])
-    if not isinstance(event_types, list) or len(event_types) > 256:
-        raise InvalidInput("event_types", "must be a list of at most 256 event types")
-    types = tuple(check_event_type(t, f"event_types[{i}]") for i, t in enumerate(event_types))
+    types = parse_patterns(body.get("event_types", []), "event_types")
+    tenant = check_tenant(body.get("tenant", current.tenant if current else None), "tenant")
     headers = check_headers(body.get("headers"), "headers")
     authorization = body.get("authorization", "")
     if authorization:
@@ -65,7 +64,7 @@ def parse_receiver_spec(
     options = parse_delivery_options(body, current.options if current else None)
     config = ReceiverConfig(
         receiver_id, url, "", types, headers, current.created_at if current else now, retry,
-        authorization=authorization, verify=verify, options=options,
+        authorization=authorization, verify=verify, options=options, tenant=tenant,
     )
     config = _with_secret(config, body, make_secret, current)
     if current is not None and current.verification is not None and current.verification.url == url:

@@ -66,6 +66,7 @@ class ReceiverConfig:
     verify: bool = False  # hold deliveries until the URL passes the verification handshake
     verification: Verification | None = None
     options: DeliveryOptions = field(default_factory=DeliveryOptions)
+    tenant: str | None = None  # set: the receiver gets only this tenant's events
 
     def active_secrets(self, now: float) -> list[str]:
         """The secrets that sign a request made at `now`: the current one first."""
@@ -90,6 +91,7 @@ class ReceiverConfig:
             "authorization": self.authorization,
             "verify": self.verify,
             "verification": asdict(self.verification) if self.verification else None,
+            "tenant": self.tenant,
             **self.options.as_dict(),
         }
 
@@ -109,6 +111,7 @@ class ReceiverConfig:
             verify=bool(data.get("verify", False)),
             verification=Verification(**verification) if verification else None,
             options=DeliveryOptions.from_dict({k: v for k, v in data.items() if k in OPTION_FIELDS}),
+            tenant=data.get("tenant"),
         )
 
 

@@ -25,6 +25,7 @@ from dispatcher.domain.actor import (
     RememberId,
     Result,
     SaveState,
+    Subscribe,
     Wake,
     decide,
     next_wake,
@@ -82,7 +83,7 @@ def io(effects: list[Any]) -> list[Any]:
 
 def fresh(policy: Policy = POLICY) -> ReceiverState:
     state, effects = step(None, Configure(CONFIG), 0.0, policy)
-    assert effects == [SaveState()]
+    assert effects == [SaveState(), Subscribe()]
     return state
 
 
@@ -164,7 +165,7 @@ def test_message_for_unknown_receiver_is_dead_lettered() -> None:
 def test_reconfigure_resumes_a_waiting_head() -> None:
     state = with_backlog(1)
     new, effects = step(state, Configure(replace(CONFIG, url="http://127.0.0.1:2/")), 0.0)
-    assert new.config.url.endswith(":2/") and effects == [SaveState(), Deliver(1, 1)]
+    assert new.config.url.endswith(":2/") and effects == [SaveState(), Subscribe(), Deliver(1, 1)]
 
 
 def test_state_round_trips_through_bytes() -> None:

@@ -1,0 +1,80 @@
+"""Events: what producers publish without naming receivers, and the copies fan-out makes.
+
+An event goes to every receiver whose subscription matches its type (and
+tenant). Each copy is an ordinary message whose id is derived from the event
+id and the receiver id, so fanning the same event out twice (a replay after a
+crash, or a producer retrying) makes the same ids, and the receiver's dedup
+drops the second copies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .errors import InvalidInput
+from .ids import check_id
+from .records import Message, check_event_type, reject_unknown
+from .subscriptions import STAR, check_tenant
+
+EVENT_FIELDS = {"event_type", "payload", "tenant", "id"}
+
+
+@dataclass(slots=True, frozen=True)
+class Event:
+    id: str
+    event_type: str
+    payload: Any
+    tenant: str | None = None
+    accepted_at: float = 0.0
+
+
+def parse_event_spec(body: object, make_id: Any, now: float) -> Event:
+    """Validate `POST /v1/events`; errors name the field."""
+    if not isinstance(body, dict):
+        raise InvalidInput("body", "must be a JSON object")
+    reject_unknown(body, EVENT_FIELDS, "")
+    event_type = check_event_type(body.get("event_type"), "event_type")
+    if STAR in event_type.split("."):
+        raise InvalidInput("event_type", "must be a type, not a pattern (no * segments)")
+    if "payload" not in body:
+        raise InvalidInput("payload", "is required")
+    event_id = check_id(body["id"], "id") if "id" in body else make_id()
+    return Event(event_id, event_type, body["payload"], check_tenant(body.get("tenant"), "tenant"), now)
+
+
+def encode_event(event: Event) -> bytes:
+    """The events-topic record (the API's and direct producers' format)."""
+    record: dict[str, Any] = {"id": event.id, "event_type": event.event_type, "payload": event.payload}
+    record["accepted_at"] = event.accepted_at
+    if event.tenant is not None:
+        record["tenant"] = event.tenant
+    return orjson.dumps(record)
+
+
+def decode_event(raw: bytes, fallback_id: str, fallback_time: float) -> Event:
+    """An events-topic record; a direct producer may leave out `id` and `accepted_at`."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput("record", f"is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidInput("record", "must be a JSON object")
+    event = parse_event_spec({k: v for k, v in data.items() if k != "accepted_at"}, lambda: fallback_id, 0.0)
+    accepted_at = data.get("accepted_at")
+    at = float(accepted_at) if isinstance(accepted_at, (int, float)) and accepted_at > 0 else fallback_time
+    return Event(event.id, event.event_type, event.payload, event.tenant, at)
+
+
+def copy_id(event_id: str, receiver_id: str) -> str:
+    """The message id of `event_id`'s copy for `receiver_id`: the same every time it is derived."""
+    digest = hashlib.blake2b(f"{event_id}\0{receiver_id}".encode(), digest_size=12).hexdigest()
+    return f"evt_{digest}"
+
+
+def copy_for(event: Event, receiver_id: str) -> Message:
+    msg_id = copy_id(event.id, receiver_id)
+    return Message(msg_id, receiver_id, event.event_type, event.payload, {}, event.accepted_at)

@@ -1,0 +1,185 @@
+"""Which receivers an event goes to: subscription patterns and their index.
+
+Event types are dot-separated segments (`payment.card.succeeded`). A pattern
+is an exact type, or has `*` segments: a `*` inside matches exactly one
+segment (`payment.*.succeeded`), a trailing `*` matches one or more
+(`payment.*` gets `payment.refunded` and `payment.card.succeeded`), and `*`
+alone matches every type. A subscription may be scoped to a tenant: it then
+gets only that tenant's events, while an unscoped one gets every tenant's.
+
+The index is a trie over segments, so matching an event walks at most a few
+nodes per segment whatever the number of receivers; each node keeps its
+receiver ids per tenant, so a tenant's event never looks at other tenants'.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import orjson
+
+from .errors import InvalidInput
+
+STAR = "*"
+MAX_PATTERNS = 256
+_SEGMENT_RE = re.compile(r"[A-Za-z0-9_:-]{1,128}")
+_TENANT_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+
+Pattern = tuple[str, ...]
+
+
+def parse_pattern(value: object, field_name: str) -> Pattern:
+    """`payment.*` -> ("payment", "*"); the error names `field_name`."""
+    if not isinstance(value, str) or not 0 < len(value) <= 256:
+        raise InvalidInput(field_name, "must be an event type or pattern of 1..256 characters")
+    segments = tuple(value.split("."))
+    for segment in segments:
+        if segment != STAR and not _SEGMENT_RE.fullmatch(segment):
+            raise InvalidInput(
+                field_name, "segments are [A-Za-z0-9_:-]+ or *, separated by single dots (e.g. payment.*)"
+            )
+    return segments
+
+
+def parse_patterns(value: object, field_name: str) -> tuple[str, ...]:
+    """A receiver's `event_types`: a list of patterns (empty: every type)."""
+    if not isinstance(value, list) or len(value) > MAX_PATTERNS:
+        raise InvalidInput(field_name, f"must be a list of at most {MAX_PATTERNS} event types or patterns")
+    return tuple(".".join(parse_pattern(p, f"{field_name}[{i}]")) for i, p in enumerate(value))
+
+
+def check_tenant(value: object, field_name: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _TENANT_RE.fullmatch(value):
+        raise InvalidInput(field_name, "must be 1..128 characters of [A-Za-z0-9_.:-]")
+    return value
+
+
+def matches(pattern: Pattern, event_type: str) -> bool:
+    """One pattern against one type (the index's rule, for tests and single checks)."""
+    segments = event_type.split(".")
+    for i, part in enumerate(pattern):
+        if part == STAR and i == len(pattern) - 1:
+            return len(segments) > i
+        if i >= len(segments) or (part != STAR and part != segments[i]):
+            return False
+    return len(segments) == len(pattern)
+
+
+class _Node:
+    __slots__ = ("children", "exact", "star", "tail")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Node] = {}
+        self.star: _Node | None = None  # a `*` segment inside a pattern
+        self.exact: dict[str | None, set[str]] = {}  # tenant -> receivers whose pattern ends here
+        self.tail: dict[str | None, set[str]] = {}  # tenant -> receivers whose pattern ends in `*` here
+
+    def empty(self) -> bool:
+        return not (self.children or self.star or self.exact or self.tail)
+
+
+class SubscriptionIndex:
+    """Receiver ids by pattern and tenant; `match` is independent of how many subscribe."""
+
+    def __init__(self) -> None:
+        self._root = _Node()
+        self._subscriptions: dict[str, tuple[tuple[Pattern, ...], str | None]] = {}
+
+    def __len__(self) -> int:
+        return len(self._subscriptions)
+
+    def __contains__(self, receiver_id: str) -> bool:
+        return receiver_id in self._subscriptions
+
+    def put(self, receiver_id: str, patterns: Iterable[str], tenant: str | None = None) -> None:
+        """Subscribe (or re-subscribe) a receiver; no patterns means every type."""
+        self.remove(receiver_id)
+        parsed = tuple(dict.fromkeys(tuple(p.split(".")) for p in patterns)) or ((STAR,),)
+        self._subscriptions[receiver_id] = (parsed, tenant)
+        for pattern in parsed:
+            node, last = self._root, len(pattern) - 1
+            for i, part in enumerate(pattern):
+                if part == STAR and i == last:
+                    node.tail.setdefault(tenant, set()).add(receiver_id)
+                    break
+                if part == STAR:
+                    node.star = node.star or _Node()
+                    node = node.star
+                else:
+                    node = node.children.setdefault(part, _Node())
+            else:
+                node.exact.setdefault(tenant, set()).add(receiver_id)
+
+    def remove(self, receiver_id: str) -> None:
+        entry = self._subscriptions.pop(receiver_id, None)
+        if entry is None:
+            return
+        patterns, tenant = entry
+        for pattern in patterns:
+            self._unlink(self._root, pattern, 0, receiver_id, tenant)
+
+    def _unlink(self, node: _Node, pattern: Pattern, i: int, receiver_id: str, tenant: str | None) -> None:
+        part = pattern[i]
+        if part == STAR and i == len(pattern) - 1:
+            _discard(node.tail, tenant, receiver_id)
+            return
+        child = node.star if part == STAR else node.children.get(part)
+        if child is None:
+            return
+        if i == len(pattern) - 1:
+            _discard(child.exact, tenant, receiver_id)
+        else:
+            self._unlink(child, pattern, i + 1, receiver_id, tenant)
+        if child.empty():  # prune, so unsubscribing leaves no garbage
+            if part == STAR:
+                node.star = None
+            else:
+                del node.children[part]
+
+    def match(self, event_type: str, tenant: str | None = None) -> set[str]:
+        """Receivers an event of `event_type` (from `tenant`) goes to."""
+        tenants = (None,) if tenant is None else (None, tenant)
+        found: set[str] = set()
+        segments = event_type.split(".")
+        frontier = [self._root]
+        for segment in segments:
+            following: list[_Node] = []
+            for node in frontier:
+                for t in tenants:
+                    found.update(node.tail.get(t, ()))
+                child = node.children.get(segment)
+                if child is not None:
+                    following.append(child)
+                if node.star is not None:
+                    following.append(node.star)
+            frontier = following
+            if not frontier:
+                return found
+        for node in frontier:
+            for t in tenants:
+                found.update(node.exact.get(t, ()))
+        return found
+
+
+def _discard(sets: dict[str | None, set[str]], tenant: str | None, receiver_id: str) -> None:
+    members = sets.get(tenant)
+    if members is not None:
+        members.discard(receiver_id)
+        if not members:
+            del sets[tenant]
+
+
+def encode_subscription(event_types: Iterable[str], tenant: str | None) -> bytes:
+    """The subscriptions-topic record of one receiver (keyed by its id)."""
+    return orjson.dumps({"event_types": list(event_types), "tenant": tenant})
+
+
+def decode_subscription(raw: bytes | None) -> tuple[tuple[str, ...], str | None] | None:
+    """(patterns, tenant), or None for a tombstone (the receiver is gone)."""
+    if raw is None:
+        return None
+    data = orjson.loads(raw)
+    return tuple(data.get("event_types") or ()), data.get("tenant")

@@ -1,0 +1,142 @@
+"""Events fan out to every subscribed receiver, once each, by type pattern and tenant."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from dispatcher.domain.events import copy_id
+from tests.harness import Api, Receiver, WorkerProcess, first_copies, wait_until
+
+SUBSCRIBERS = 2000
+
+
+async def subscriptions_known(worker: WorkerProcess) -> int:
+    async with aiohttp.ClientSession() as session, session.get(worker.url + "/readyz") as resp:
+        return (await resp.json())["subscriptions"]["receivers"]
+
+
+async def create_many(api: Api, specs: list[dict[str, Any]]) -> None:
+    for start in range(0, len(specs), 25):
+        await asyncio.gather(*(api.create_receiver(**spec) for spec in specs[start : start + 25]))
+
+
+def fanned_out(worker: WorkerProcess, event_id: str) -> int:
+    return worker.log_path.read_text().count(f"event_id={event_id} ")
+
+
+async def publish(api: Api, **event: Any) -> dict[str, Any]:
+    status, body = await api.call("POST", "/v1/events", event)
+    assert status == 202, body
+    return body
+
+
+async def test_one_event_reaches_2000_subscribers_once_even_when_published_twice(
+    worker: WorkerProcess, api: Api
+) -> None:
+    server = await Receiver().start()
+    try:
+        specs = [{"url": server.url(f"s{i}"), "id": f"sub{i}", "event_types": ["payment.succeeded"]}
+                 for i in range(SUBSCRIBERS)]
+        await create_many(api, specs)
+        await wait_until_async(lambda: subscriptions_known(worker), SUBSCRIBERS, 60)
+
+        answer = await publish(api, event_type="payment.succeeded", payload={"amount": 5}, id="evt-a")
+        assert answer == {"id": "evt-a", "event_type": "payment.succeeded", "receivers": SUBSCRIBERS}
+        await wait_until(lambda: len(first_copies(server.completed)) == SUBSCRIBERS, 120, "2,000 deliveries")
+        paths = sorted(d.path for d in first_copies(server.deliveries))
+        assert paths == sorted(f"s{i}" for i in range(SUBSCRIBERS))
+        assert all(d.msg_id == copy_id("evt-a", f"sub{d.path[1:]}") for d in server.deliveries)
+
+        # The same event again (a producer retrying): fanned out, but no receiver gets a second copy.
+        await publish(api, event_type="payment.succeeded", payload={"amount": 5}, id="evt-a")
+        await wait_until(lambda: fanned_out(worker, "evt-a") == 2, 60, "the second fan-out")
+        await publish(api, event_type="payment.succeeded", payload={"amount": 6}, id="evt-b")
+        await wait_until(lambda: len(first_copies(server.completed)) == 2 * SUBSCRIBERS, 120, "evt-b")
+        for i in range(0, SUBSCRIBERS, 97):
+            mine = first_copies(server.by_path(f"s{i}"))
+            assert [(d.msg_id, d.seq) for d in mine] == [
+                (copy_id("evt-a", f"sub{i}"), 1), (copy_id("evt-b", f"sub{i}"), 2)
+            ], "the replayed copy took no seq"
+    finally:
+        await server.stop()
+
+
+async def wait_until_async(read: Any, at_least: int, limit: float) -> None:
+    deadline = asyncio.get_running_loop().time() + limit
+    value = 0
+    while asyncio.get_running_loop().time() < deadline:
+        value = await read()
+        if value >= at_least:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out after {limit}s: {value} < {at_least}")
+
+
+EVENTS: list[tuple[str, str | None]] = [
+    ("shop.order.paid", None),  # 0
+    ("shop.order.paid", "acme"),  # 1
+    ("shop.refund", None),  # 2
+    ("crm.lead", None),  # 3
+    ("shop.order.paid", "globex"),  # 4
+]
+PATTERN_TABLE: list[tuple[str, list[str], str | None, set[int]]] = [
+    # receiver, event_types, tenant, the EVENTS it gets
+    ("exact", ["shop.order.paid"], None, {0, 1, 4}),
+    ("tail", ["shop.*"], None, {0, 1, 2, 4}),
+    ("middle", ["shop.*.paid"], None, {0, 1, 4}),
+    ("everything", ["*"], None, {0, 1, 2, 3, 4}),
+    ("acme", ["shop.*"], "acme", {1}),
+    ("two", ["crm.lead", "shop.refund"], None, {2, 3}),
+]
+
+
+async def test_patterns_and_tenants_pick_the_receivers(worker: WorkerProcess, api: Api) -> None:
+    server = await Receiver().start()
+    try:
+        before = await subscriptions_known(worker)
+        for name, types, tenant, _ in PATTERN_TABLE:
+            spec: dict[str, Any] = {"url": server.url(name), "id": f"pt-{name}", "event_types": types}
+            if tenant:
+                spec["tenant"] = tenant
+            made = await api.create_receiver(**spec)
+            assert made["tenant"] == tenant and made["event_types"] == types
+        await wait_until_async(lambda: subscriptions_known(worker), before + len(PATTERN_TABLE), 60)
+        # Types and tenants of their own: the other test's subscribers listen to payment.succeeded only.
+        for n, (event_type, tenant) in enumerate(EVENTS):
+            event: dict[str, Any] = {"event_type": event_type, "payload": {"n": n}, "id": f"pt-e{n}"}
+            if tenant:
+                event["tenant"] = tenant
+            answer = await publish(api, **event)
+            assert answer["receivers"] == sum(n in gets for *_, gets in PATTERN_TABLE), (event_type, tenant)
+        total = sum(len(gets) for *_, gets in PATTERN_TABLE)
+        await wait_until(lambda: len(first_copies(server.completed)) == total, 60, "every copy")
+        for name, _, _, gets in PATTERN_TABLE:
+            got = {orjson.loads(d.body)["data"]["n"] for d in first_copies(server.by_path(name))}
+            assert got == gets, name
+    finally:
+        await server.stop()
+
+
+async def test_bad_events_name_their_field(api: Api) -> None:
+    for body, field in [
+        ({"payload": {}}, "event_type"),
+        ({"event_type": "a.*", "payload": {}}, "event_type"),
+        ({"event_type": "a.b"}, "payload"),
+        ({"event_type": "a.b", "payload": {}, "tenant": "bad tenant"}, "tenant"),
+        ({"event_type": "a.b", "payload": {}, "id": "no spaces"}, "id"),
+        ({"event_type": "a.b", "payload": {}, "extra": 1}, "extra"),
+    ]:
+        status, answer = await api.call("POST", "/v1/events", body)
+        assert status == 422 and answer["error"]["field"] == field, (body, answer)
+
+
+@pytest.mark.parametrize("types", [["payment..x"], ["pay ment"], "payment.*"])
+async def test_bad_subscriptions_name_their_field(api: Api, types: Any) -> None:
+    body = {"url": "http://127.0.0.1:9/", "event_types": types}
+    status, answer = await api.call("POST", "/v1/receivers", body)
+    assert status == 422 and answer["error"]["field"].startswith("event_types"), answer
