@@ -108,6 +108,10 @@ class ActorStore:
         for key in entries[: max(0, len(entries) - keep)]:
             del self._table[key]
 
+    def dead_letter(self, receiver_id: str, seq: int) -> dict[str, Any] | None:
+        raw = self._table.data.get(keys.numbered_key(keys.DEAD, receiver_id, seq))
+        return None if raw is None else orjson.loads(raw)
+
     def dead_letters(
         self, receiver_id: str, partition: int, after_seq: int = 0, limit: int = 100
     ) -> list[dict[str, Any]]:

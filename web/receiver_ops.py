@@ -111,6 +111,38 @@ async def get_receiver(request: web.Request) -> web.Response:
     return _json(receiver_view(dispatcher, _receiver(dispatcher, request), time.time()))
 
 
+@owner_routed
+async def get_state(request: web.Request) -> web.Response:
+    """The actor's live state, read on the worker that owns the receiver (`owner` names it)."""
+    dispatcher = _dispatcher(request)
+    view = receiver_view(dispatcher, _receiver(dispatcher, request), time.time())
+    owner = str(dispatcher.app.conf.canonical_url)
+    return _json({"receiver_id": view["id"], "partition": view["partition"], "owner": owner, **view["state"]})
+
+
+@owner_routed
+async def message_status(request: web.Request) -> web.Response:
+    """`pending`, `delivered` or `dead_lettered`, with its seq, for a message id within the dedup window."""
+    dispatcher = _dispatcher(request)
+    state = _receiver(dispatcher, request)
+    rid = state.receiver_id
+    msg_id = check_id(request.match_info["message_id"], "message_id")
+    seq = dispatcher.store.seen_seq(rid, msg_id, time.time())
+    if seq is None or seq >= state.next_seq:
+        why = "not known (never accepted, or older than the dedup window)"
+        raise InvalidInput("message_id", why, code="not_found", status=404)
+    body: dict[str, Any] = {"id": msg_id, "receiver_id": rid, "seq": seq}
+    if dispatcher.store.get_backlog(rid, seq) is not None:
+        window = {slot.seq: slot for slot in state.window}
+        attempts = window[seq].attempts if seq in window else (state.attempts if seq == state.head else 0)
+        return _json({**body, "status": "pending", "attempts": attempts})
+    letter = dispatcher.store.dead_letter(rid, seq)
+    if letter is not None:
+        reason = {k: letter[k] for k in ("reason", "detail", "at")}
+        return _json({**body, "status": "dead_lettered", **reason})
+    return _json({**body, "status": "delivered"})
+
+
 def control_handler(action: str) -> Callable[[web.Request], Any]:
     """POST /v1/receivers/{id}/<action>: applied by the receiver's stream; answers when applied."""
     assert action in CONTROL_ACTIONS

@@ -224,12 +224,16 @@ async def test_a_full_backlog_dead_letters_the_oldest_or_refuses_new_messages(ap
         for rid in (oldest, refusing):
             assert (await api.call("POST", f"/v1/receivers/{rid}/pause"))[0] == 200
 
-        await api.send_batch([message(oldest, n) for n in range(5)])
+        ids = await api.send_batch([message(oldest, n) for n in range(5)])
         state = await api.eventually_state(oldest, lambda s: s["dead_lettered"] == 2, 30, "2 dead letters")
         assert state["backlog"] == 3
         status, body = await api.call("GET", f"/v1/receivers/{oldest}/dead-letters")
         letters = [(x["seq"], x["reason"]) for x in body["dead_letters"]]
         assert letters == [(1, "backlog_full"), (2, "backlog_full")]
+        statuses = [(await api.call("GET", f"/v1/receivers/{oldest}/messages/{ids[n]}"))[1] for n in (0, 2)]
+        assert [(x["status"], x["seq"], x.get("reason")) for x in statuses] == [
+            ("dead_lettered", 1, "backlog_full"), ("pending", 3, None)
+        ]
 
         await api.send_batch([message(refusing, n) for n in range(3)])
         await api.eventually_state(refusing, lambda s: s["backlog"] == 3, 30, "3 buffered")
@@ -243,5 +247,7 @@ async def test_a_full_backlog_dead_letters_the_oldest_or_refuses_new_messages(ap
         assert seqs(server.by_path("oldest")) == [3, 4, 5]
         assert [orjson.loads(d.body)["data"]["n"] for d in server.by_path("oldest")] == [2, 3, 4]
         assert seqs(server.by_path("refusing")) == [1, 2, 3]
+        status, body = await api.call("GET", f"/v1/receivers/{oldest}/messages/{ids[2]}")
+        assert (status, body["status"], body["seq"]) == (200, "delivered", 3)
     finally:
         await server.stop()
