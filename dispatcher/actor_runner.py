@@ -26,10 +26,11 @@ from .timers import PartitionTimers
 log = logging.getLogger(__name__)
 
 SendDeadLetter = Callable[[str, bytes], Awaitable[None]]
-Publish = Callable[[str, bytes], Awaitable[None]]  # (receiver id, record) to a topic keyed by receiver
+# (receiver id, record or None for a tombstone) to a topic keyed by receiver id
+Publish = Callable[[str, bytes | None], Awaitable[None]]
 
 
-async def _publish_nowhere(receiver_id: str, record: bytes) -> None:
+async def _publish_nowhere(receiver_id: str, record: bytes | None) -> None:
     return None
 
 
@@ -74,6 +75,8 @@ class ActorRunner:
             await self._run(receiver_id, partition, new_state, effect)
         if new_state is not None:
             self.set_timer(new_state, partition)
+        else:
+            self.timers.set(receiver_id, partition, None)
 
     def set_timer(self, state: ReceiverState, partition: int) -> None:
         busy = self.deliverer.busy(state.receiver_id)
@@ -106,6 +109,11 @@ class ActorRunner:
                 assert state is not None
                 record = encode_subscription(state.config.event_types, state.config.tenant)
                 await self._publish_subscription(receiver_id, record)
+            case actor.Unsubscribe():
+                await self._publish_subscription(receiver_id, None)
+            case actor.Forget():
+                removed = self.store.forget(receiver_id, partition)
+                log.info("receiver_id=%s deleted (%d table entries removed)", receiver_id, removed)
             case actor.MovedLane(lane, p90, timeouts):
                 log.info("receiver_id=%s moved to the %s lane (p90 %s ms, %d timeouts in a row)",
                          receiver_id, lane, p90, timeouts)

@@ -64,6 +64,16 @@ class ActorStore:
         for _, value in self._scan(partition, keys.STATE):
             yield ReceiverState.from_bytes(value)
 
+    def forget(self, receiver_id: str, partition: int) -> int:
+        """Delete the receiver's state and every entry it has (a deleted receiver); return the count."""
+        doomed = [keys.state_key(receiver_id)]
+        for kind in (keys.BACKLOG, keys.DEDUP, keys.DEDUP_ORDER, keys.DEAD, keys.ATTEMPT):
+            doomed += [key for key, _ in self._scan(partition, keys.prefix(kind, receiver_id))]
+        for key in doomed:  # collected first: no deletes while RocksDB iterates
+            if key in self._table.data:
+                del self._table[key]
+        return len(doomed)
+
     # dedup -------------------------------------------------------------------------
 
     def seen_seq(self, receiver_id: str, msg_id: str, now: float) -> int | None:

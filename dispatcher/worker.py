@@ -131,7 +131,7 @@ class Dispatcher:
         fut = await self.topology.events.send(key=event_id.encode(), value=record)
         await fut
 
-    async def _publish_subscription(self, receiver_id: str, record: bytes) -> None:
+    async def _publish_subscription(self, receiver_id: str, record: bytes | None) -> None:
         fut = await self.topology.subscriptions.send(key=receiver_id.encode(), value=record)
         await fut
 

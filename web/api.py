@@ -68,6 +68,8 @@ async def create_receiver(request: web.Request) -> web.StreamResponse:
         return await forward_to_owner(dispatcher, request, rid, {**body, "id": rid})
     settings = dispatcher.settings
     state = dispatcher.store.load(rid)
+    if state is not None and state.deleting:
+        raise InvalidInput("id", "is being deleted; create it again once it is gone", "conflict", 409)
     current = state.config if state is not None else None
     now = time.time()
     config = parse_receiver_spec(

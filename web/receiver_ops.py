@@ -6,6 +6,7 @@ others proxy there), because that worker's table holds the receiver.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -94,6 +95,8 @@ def receiver_view(dispatcher: Dispatcher, state: ReceiverState, now: float) -> d
 
 
 def _status(state: ReceiverState) -> str:
+    if state.deleting:
+        return "deleting"
     if state.disabled:
         return "disabled"
     if state.paused:
@@ -109,6 +112,27 @@ def _status(state: ReceiverState) -> str:
 async def get_receiver(request: web.Request) -> web.Response:
     dispatcher = _dispatcher(request)
     return _json(receiver_view(dispatcher, _receiver(dispatcher, request), time.time()))
+
+
+@owner_routed
+async def delete_receiver(request: web.Request) -> web.Response:
+    """Delete a receiver: its backlog is dead-lettered (`receiver_deleted`), then everything goes.
+
+    200 once it is gone; 202 while a big backlog is still being dead-lettered.
+    """
+    dispatcher = _dispatcher(request)
+    state = _receiver(dispatcher, request)
+    rid = state.receiver_id
+    if not state.deleting:
+        await dispatcher.produce_requests([(rid, encode_control_record(ReceiverControl("delete")))])
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        current = dispatcher.store.load(rid)
+        if current is None:
+            return _json({"id": rid, "deleted": True, "dead_lettered": state.backlog})
+        await asyncio.sleep(0.01)
+    backlog = current.backlog if current is not None else 0
+    return _json({"id": rid, "deleted": False, "status": "deleting", "backlog": backlog}, status=202)
 
 
 @owner_routed

@@ -69,6 +69,7 @@ class ReceiverState:
     bucket: Bucket = field(default_factory=Bucket)  # the receiver's rate limit, if it has one
     window: tuple[Slot, ...] = ()  # unordered: messages started and not yet settled
     cursor: int = 0  # unordered: the next seq to start; 0 = delivering in order
+    deleting: bool = False  # deleted through the API: its backlog is being dead-lettered
 
     @property
     def head(self) -> int | None:
@@ -86,7 +87,7 @@ class ReceiverState:
     @property
     def held(self) -> bool:
         """Delivery is held by hand (pause), by failures (disabled) or until the URL is verified."""
-        return self.paused or self.disabled or not self.config.verified
+        return self.paused or self.disabled or self.deleting or not self.config.verified
 
     def to_bytes(self) -> bytes:
         data = asdict(self)
@@ -296,6 +297,16 @@ class Subscribe:
 
 
 @dataclass(slots=True, frozen=True)
+class Unsubscribe:
+    """Remove the receiver from every worker's subscription index (it is deleted)."""
+
+
+@dataclass(slots=True, frozen=True)
+class Forget:
+    """Delete everything the table holds about the receiver (its backlog is empty by now)."""
+
+
+@dataclass(slots=True, frozen=True)
 class MovedLane:
     """The receiver changed lanes (logged, with the figures that moved it)."""
 
@@ -315,7 +326,7 @@ class Ignored:
 
 Effect = (
     PutBacklog | RememberId | SaveState | DeleteBacklog | Deliver | Probe | DeadLetter | DeadLetterHead
-    | TrimDeadLetters | LogAttempt | MovedLane | Subscribe | Ignored
+    | TrimDeadLetters | LogAttempt | MovedLane | Subscribe | Unsubscribe | Forget | Ignored
 )
 
 
@@ -326,6 +337,7 @@ PERMANENT_STATUS = "permanent_status"
 MISSING_ENTRY = "missing_entry"
 UNKNOWN_RECEIVER = "unknown_receiver"
 BACKLOG_FULL = "backlog_full"
+RECEIVER_DELETED = "receiver_deleted"
 
 
 def decide(
@@ -333,6 +345,8 @@ def decide(
 ) -> tuple[ReceiverState | None, list[Effect]]:
     """Apply one command to one receiver's state."""
     if isinstance(command, Configure):
+        if state is not None and state.deleting:
+            return state, [Ignored("receiver is being deleted; create it again once it is gone")]
         return _configure(state, command.config, facts, policy)
     if state is None:
         return _unknown_receiver(command)
@@ -345,6 +359,11 @@ def decide(
         step.control(command)
     else:
         step.wake(command)
+    if step.state.deleting:
+        step.purge()
+        if step.state.backlog == 0:  # nothing left to dead-letter: the receiver goes
+            _, effects = step.finish()
+            return None, [e for e in effects if not isinstance(e, SaveState)] + [Unsubscribe(), Forget()]
     return step.finish()
 
 
@@ -353,7 +372,9 @@ def next_wake(
 ) -> float | None:
     """When this receiver next needs the actor, or None; derived from the state alone."""
     times = [state.dedup_sweep_at] if state.dedup_sweep_at else []
-    if state.cursor:
+    if state.deleting:
+        times.append(0.0)  # its backlog is dead-lettered a bounded number at a time: go on now
+    elif state.cursor:
         times += _window_wakes(state, policy, in_flight and not sending, sending)
     elif state.head is not None and not state.held and not in_flight:
         if state.breaker.circuit is Circuit.OPEN:
@@ -458,6 +479,9 @@ class _Step:
 
     def intake(self, command: Intake) -> None:
         msg, state = command.message, self.state
+        if state.deleting:
+            self.actions.append(DeadLetter(RECEIVER_DELETED, msg.id, None, "the receiver is being deleted"))
+            return
         if command.seen_seq is not None and command.seen_seq < state.next_seq:
             self.actions.append(Ignored("duplicate message id", msg.id, command.seen_seq))
             return
@@ -511,6 +535,8 @@ class _Step:
             self.update(paused=False, active_since=self.now)
         elif action == "disable":
             self.update(disabled=True, disabled_reason=command.reason or "disabled through the API")
+        elif action == "delete":
+            self.update(deleting=True)
         elif action == "enable":
             self.update(
                 disabled=False, disabled_reason="", breaker=Breaker(), failing_since=0.0,
@@ -716,6 +742,22 @@ class _Step:
             if count:
                 self.actions.append(Deliver(head, state.attempts + 1, count, state.health.lane))
                 self.in_flight = True
+
+    def purge(self) -> None:
+        """Dead-letter a bounded number of a deleted receiver's messages (a wake does the rest)."""
+        detail = "the receiver was deleted"
+        for _ in range(self.policy.max_expired_per_event):
+            state = self.state
+            if state.backlog == 0:
+                return
+            if state.cursor:
+                slot = state.window[0] if state.window else None
+                seq = slot.seq if slot else state.cursor
+                if slot is None:
+                    self.update(cursor=seq + 1)
+                self._dead_letter_seq(seq, RECEIVER_DELETED, detail, slot.attempts if slot else 0)
+            else:
+                self._dead_letter_head(RECEIVER_DELETED, detail)
 
     # unordered receivers: the window -------------------------------------------
 

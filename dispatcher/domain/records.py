@@ -143,7 +143,7 @@ class ReceiverControl:
     reason: str = ""
 
 
-CONTROL_ACTIONS = ("pause", "resume", "enable", "disable")
+CONTROL_ACTIONS = ("pause", "resume", "enable", "disable", "delete")
 
 
 def check_event_type(value: object, field_name: str) -> str:

@@ -8,14 +8,17 @@ from typing import Any
 from dispatcher.domain import actor
 from dispatcher.domain.actor import (
     Configure,
+    Control,
     DeadLetterHead,
     Deliver,
     Facts,
+    Forget,
     Intake,
     Policy,
     Probe,
     ReceiverState,
     Result,
+    Unsubscribe,
     Wake,
     decide,
     next_wake,
@@ -229,3 +232,25 @@ def test_the_window_survives_a_round_trip_through_bytes() -> None:
     w.answer(1, 500)
     assert w.state is not None
     assert ReceiverState.from_bytes(w.state.to_bytes()) == w.state
+
+
+def test_deleting_dead_letters_the_backlog_in_bounded_steps_then_forgets() -> None:
+    policy = replace(POLICY, max_expired_per_event=2)
+    for options in (DeliveryOptions(), UNORDERED):
+        w = Window(options, policy)
+        for i in range(1, 6):
+            w.run(Intake(msg(i, at=T0)))
+        state, effects = w.run(Control("delete"))
+        assert [(e.seq, e.reason) for e in effects if isinstance(e, DeadLetterHead)][:1] == [
+            (1, "receiver_deleted")
+        ]
+        assert state.deleting and state.backlog == 3 and w.wakes_at() == 0.0, "a wake does the rest"
+        late = decide(state, Intake(msg(9, at=T0)), w.facts(T0), policy)[1]
+        refused = [(e.reason, e.seq) for e in late if isinstance(e, actor.DeadLetter)]
+        assert refused == [("receiver_deleted", None)]
+        state, effects = decide(state, Wake(), w.facts(T0), policy)
+        assert state is not None and state.backlog == 1 and not sent(effects)
+        gone, effects = decide(state, Wake(), w.facts(T0), policy)
+        assert gone is None
+        assert effects[-2:] == [Unsubscribe(), Forget()]
+        assert [e.seq for e in effects if isinstance(e, DeadLetterHead)] == [5]

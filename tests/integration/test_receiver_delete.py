@@ -1,0 +1,74 @@
+"""Deleting a receiver: its backlog is dead-lettered, its subscriptions and table entries go."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import orjson
+from aiokafka import AIOKafkaConsumer
+
+from dispatcher.broker import EmbeddedBroker
+from tests.harness import Api, Receiver, WorkerProcess, wait_until
+
+
+async def dead_letter_records(worker: WorkerProcess, broker_url: str, want: int) -> list[dict]:
+    consumer = AIOKafkaConsumer(
+        f"{worker.app_id}.dead-letters", bootstrap_servers=broker_url.removeprefix("kafka://"),
+        auto_offset_reset="earliest", enable_auto_commit=False,
+    )
+    await consumer.start()
+    records: list[dict] = []
+    try:
+        for _ in range(100):  # bounded: up to ~50 s
+            batch = await consumer.getmany(timeout_ms=500)
+            records += [orjson.loads(r.value) for rs in batch.values() for r in rs]
+            if len(records) >= want:
+                break
+    finally:
+        await consumer.stop()
+    return records
+
+
+async def test_delete_dead_letters_the_backlog_and_forgets_the_receiver(
+    worker: WorkerProcess, api: Api, broker: EmbeddedBroker
+) -> None:
+    server = await Receiver().start()
+    try:
+        rid = (await api.create_receiver(server.url("gone"), id="gone", event_types=["bye.*"]))["id"]
+        assert (await api.call("POST", f"/v1/receivers/{rid}/pause"))[0] == 200
+        one = {"receiver_id": rid, "event_type": "t.x", "payload": {}}
+        ids = await api.send_batch([one] * 5)
+        await api.eventually_state(rid, lambda s: s["backlog"] == 5, 30, "5 buffered")
+        async with aiohttp.ClientSession() as session:
+            await wait_until_known(session, worker, 1)
+
+            status, answer = await api.call("DELETE", f"/v1/receivers/{rid}")
+            assert (status, answer) == (200, {"id": rid, "deleted": True, "dead_lettered": 5})
+            letters = [r for r in await dead_letter_records(worker, broker.url, 5) if r["receiver_id"] == rid]
+            assert sorted((r["seq"], r["msg_id"], r["reason"]) for r in letters) == [
+                (n + 1, ids[n], "receiver_deleted") for n in range(5)
+            ]
+            assert (await api.call("GET", f"/v1/receivers/{rid}"))[0] == 404
+            status, answer = await api.call("POST", "/v1/messages", one)
+            assert status == 404 and answer["error"]["field"] == "receiver_id"
+            await wait_until_known(session, worker, 0)
+            status, answer = await api.call("POST", "/v1/events", {"event_type": "bye.now", "payload": {}})
+            assert (status, answer["receivers"]) == (202, 0), "unsubscribed everywhere"
+
+        # The id can be used again: a fresh receiver, seqs from 1.
+        await api.create_receiver(server.url("again"), id=rid)
+        await api.send_batch([{"receiver_id": rid, "event_type": "t.x", "payload": {}}])
+        await wait_until(lambda: len(server.completed) == 1, 30, "the new receiver's message")
+        assert server.completed[0].seq == 1 and server.completed[0].path == "again"
+    finally:
+        await server.stop()
+
+
+async def wait_until_known(session: aiohttp.ClientSession, worker: WorkerProcess, count: int) -> None:
+    for _ in range(300):
+        async with session.get(worker.url + "/readyz") as resp:
+            if (await resp.json())["subscriptions"]["receivers"] == count:
+                return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"subscriptions never reached {count}")
