@@ -15,7 +15,7 @@ from dispatcher.domain.actor import ReceiverState, refuses_new
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.events import encode_event, parse_event_spec
 from dispatcher.domain.ids import check_id, new_id
-from dispatcher.domain.receiver_spec import parse_receiver_spec, public_view, secret_view
+from dispatcher.domain.receiver_spec import parse_receiver_spec, patched_body, public_view, secret_view
 from dispatcher.domain.records import (
     Message,
     ReceiverConfig,
@@ -66,11 +66,29 @@ async def create_receiver(request: web.Request) -> web.StreamResponse:
     rid = check_id(body["id"], "id") if "id" in body else new_id("rcv")
     if not dispatcher.is_local(rid):
         return await forward_to_owner(dispatcher, request, rid, {**body, "id": rid})
-    settings = dispatcher.settings
     state = dispatcher.store.load(rid)
     if state is not None and state.deleting:
         raise InvalidInput("id", "is being deleted; create it again once it is gone", "conflict", 409)
-    current = state.config if state is not None else None
+    return await apply_spec(dispatcher, rid, body, state.config if state is not None else None)
+
+
+async def patch_receiver(request: web.Request) -> web.StreamResponse:
+    """Change only the fields the body names (on the owner); answers once the owner applied it."""
+    dispatcher = _dispatcher(request)
+    rid = check_id(request.match_info["receiver_id"], "receiver_id")
+    body = await read_json(request)
+    if not dispatcher.is_local(rid):
+        return await forward_to_owner(dispatcher, request, rid, body)
+    state = dispatcher.store.load(rid)
+    if state is None or state.deleting:
+        raise InvalidInput("receiver_id", f"no receiver {rid!r}", code="not_found", status=404)
+    return await apply_spec(dispatcher, rid, patched_body(state.config, body), state.config)
+
+
+async def apply_spec(
+    dispatcher: Dispatcher, rid: str, body: dict[str, Any], current: ReceiverConfig | None
+) -> web.StreamResponse:
+    settings = dispatcher.settings
     now = time.time()
     config = parse_receiver_spec(
         body, rid, now, settings.require_https, generate, current, settings.verify_endpoints

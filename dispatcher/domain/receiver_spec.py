@@ -72,6 +72,29 @@ def parse_receiver_spec(
     return config
 
 
+def patched_body(current: ReceiverConfig, patch: object) -> dict[str, Any]:
+    """A full create body: the current receiver with the fields `patch` names replaced.
+
+    Secrets are not in it: without `secret` or `signing` in the patch they carry over.
+    """
+    if not isinstance(patch, dict):
+        raise InvalidInput("body", "must be a JSON object")
+    reject_unknown(patch, RECEIVER_FIELDS - {"id"}, "")
+    base: dict[str, Any] = {
+        "url": current.url,
+        "event_types": list(current.event_types),
+        "tenant": current.tenant,
+        "headers": current.headers,
+        "retry": current.retry,
+        "authorization": current.authorization,
+        "verify": current.verify,
+        **current.options.as_dict(),
+    }
+    if "ordering" in patch and "max_in_flight" not in patch:
+        del base["max_in_flight"]  # the new ordering's own default (strict: 1)
+    return {**base, **patch}
+
+
 def _with_secret(
     config: ReceiverConfig, body: dict[str, Any], make_secret: MakeSecret, current: ReceiverConfig | None
 ) -> ReceiverConfig:

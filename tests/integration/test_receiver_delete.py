@@ -1,4 +1,5 @@
-"""Deleting a receiver: its backlog is dead-lettered, its subscriptions and table entries go."""
+"""Changing and deleting a receiver: PATCH changes what it names; DELETE dead-letters the backlog
+and removes the subscriptions and table entries."""
 
 from __future__ import annotations
 
@@ -72,3 +73,19 @@ async def wait_until_known(session: aiohttp.ClientSession, worker: WorkerProcess
                 return
         await asyncio.sleep(0.1)
     raise AssertionError(f"subscriptions never reached {count}")
+
+
+async def test_patch_changes_only_what_it_names_on_the_owner(api: Api) -> None:
+    made = await api.create_receiver("http://127.0.0.1:9/p", id="patched", event_types=["a.*"], rate_limit=5)
+    patch = {"event_types": ["b.c"], "tenant": "acme"}
+    status, body = await api.call("PATCH", "/v1/receivers/patched", patch)
+    assert status == 200, body
+    assert (body["event_types"], body["tenant"], body["url"], body["rate_limit"]) == (
+        ["b.c"], "acme", made["url"], 5.0
+    )
+    assert "secret" not in body, "a patch without a new secret keeps it and shows none"
+    for patch, field in [({"url": "ftp://x"}, "url"), ({"nope": 1}, "nope"), ({"id": "x"}, "id")]:
+        status, body = await api.call("PATCH", "/v1/receivers/patched", patch)
+        assert status == 422 and body["error"]["field"] == field, body
+    status, body = await api.call("PATCH", "/v1/receivers/nobody", {"tenant": "x"})
+    assert status == 404 and body["error"]["field"] == "receiver_id"

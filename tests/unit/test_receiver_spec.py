@@ -13,6 +13,7 @@ from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.receiver_spec import (
     parse_receiver_spec,
     parse_rotation,
+    patched_body,
     public_view,
     rotate,
     secret_view,
@@ -236,3 +237,22 @@ def test_unordered_receivers_choose_their_window_and_strict_goes_back_to_one() -
     assert spec({"url": URL, "max_in_flight": 4}, current=unordered).options.max_in_flight == 4
     ordered = spec({"url": URL, "ordering": "strict"}, current=unordered)
     assert (ordered.options.ordered, ordered.options.max_in_flight) == (True, 1)
+
+
+def test_a_patch_changes_only_what_it_names() -> None:
+    current = spec({"url": URL, "event_types": ["a.*"], "tenant": "acme", "authorization": "Bearer x",
+                    "ordering": "none", "max_in_flight": 8, "rate_limit": 5})
+    patched = spec(patched_body(current, {"event_types": ["b.c"]}), current=current)
+    assert patched.event_types == ("b.c",)
+    assert (patched.url, patched.tenant, patched.authorization, patched.secret) == (
+        current.url, "acme", "Bearer x", current.secret
+    )
+    assert (patched.options.max_in_flight, patched.options.rate_limit) == (8, 5.0)
+    strict = spec(patched_body(current, {"ordering": "strict"}), current=current)
+    assert (strict.options.ordered, strict.options.max_in_flight) == (True, 1)
+    with pytest.raises(InvalidInput) as info:
+        patched_body(current, {"id": "other"})
+    assert info.value.field == "id"
+    with pytest.raises(InvalidInput) as info:
+        spec(patched_body(current, {"tenant": "no spaces allowed"}), current=current)
+    assert info.value.field == "tenant"
