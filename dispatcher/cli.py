@@ -1,4 +1,4 @@
-"""`webhook-dispatcher dev | worker`."""
+"""`webhook-dispatcher dev | worker`, and sub-commands over the API (`cli_api.py`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import time
 import urllib.request
 
 from .broker import EMBEDDED_BROKER_SETTINGS, EmbeddedBroker, free_port
+from .cli_api import add_api_commands, run_api_command
 from .settings import Settings, SettingsError
 
 # `dev` runs receivers on the developer's machine; a worker allows no loopback.
@@ -26,7 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     dev = sub.add_parser("dev", help="run the embedded broker and one worker on loopback")
     default_port = int(os.environ.get("DISPATCHER_DEV_BROKER_PORT", "0"))
     dev.add_argument("--broker-port", type=int, default=default_port, help="0 picks a free port")
+    add_api_commands(sub)
     args = parser.parse_args(argv)
+    if getattr(args, "api_command", None) is not None:
+        return run_api_command(args)
     try:
         if args.command == "worker":
             return _worker()
