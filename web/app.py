@@ -25,6 +25,7 @@ def setup_web(app: web.Application, dispatcher: Dispatcher) -> None:
     app[DISPATCHER] = dispatcher
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
+    app.router.add_get("/openapi.json", health.openapi)
     app.router.add_post("/v1/receivers", api.create_receiver)
     app.router.add_get("/v1/receivers/{receiver_id}", receiver_ops.get_receiver)
     app.router.add_delete("/v1/receivers/{receiver_id}", receiver_ops.delete_receiver)

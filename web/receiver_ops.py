@@ -324,7 +324,7 @@ def _int_param(request: web.Request, name: str, default: int, low: int, high: in
     try:
         value = int(raw)
     except ValueError:
-        raise InvalidInput(name, f"must be an integer {low}..{high}", status=400) from None
+        raise InvalidInput(name, f"must be an integer {low}..{high}") from None
     if not low <= value <= high:
-        raise InvalidInput(name, f"must be an integer {low}..{high}", status=400)
+        raise InvalidInput(name, f"must be an integer {low}..{high}")
     return value

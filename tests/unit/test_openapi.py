@@ -1,0 +1,35 @@
+"""The OpenAPI document: the committed file is the generated one, and every route is in it."""
+
+from __future__ import annotations
+
+import re
+
+from aiohttp import web
+
+from web.app import setup_web
+from web.openapi import DOC_PATH, build, render
+
+
+def test_the_committed_document_is_current() -> None:
+    assert DOC_PATH.read_bytes() == render(), "run `python -m web.openapi` and commit web/openapi.json"
+
+
+def test_every_route_is_documented_and_every_documented_route_exists() -> None:
+    app = web.Application()
+    setup_web(app, object())  # type: ignore[arg-type] - routes only, nothing is called
+    routes = {
+        (re.sub(r"\{(\w+)(:[^}]*)?\}", r"{\1}", r.resource.canonical), r.method.lower())
+        for r in app.router.routes()
+        if r.method != "HEAD"
+    }
+    paths = build()["paths"]
+    documented = {(path, method) for path, ops in paths.items() for method in ops if method != "parameters"}
+    assert routes == documented
+
+
+def test_document_is_openapi_3_1_with_bearer_auth() -> None:
+    doc = build()
+    assert doc["openapi"] == "3.1.0"
+    assert doc["security"] == [{"bearer": []}]
+    assert all(op.get("security") == [] for path, ops in doc["paths"].items() if not path.startswith("/v1")
+               for op in ops.values())

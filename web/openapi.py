@@ -1,0 +1,399 @@
+"""The OpenAPI 3.1 document of the HTTP API, built here and kept in the repo as web/openapi.json.
+
+`python -m web.openapi` rewrites web/openapi.json; a test fails when the file
+and this module disagree, or when a route is not documented.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+DOC_PATH = Path(__file__).resolve().parent / "openapi.json"  # package data: served by any install
+
+ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"}
+OBJ = {"type": "object"}
+NUM = {"type": "number"}
+INT = {"type": "integer"}
+STR = {"type": "string"}
+BOOL = {"type": "boolean"}
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+RECEIVER_FIELDS: dict[str, Any] = {
+    "url": {"type": "string", "maxLength": 2048},
+    "event_types": {"type": "array", "items": STR, "maxItems": 256},
+    "tenant": nullable(STR),
+    "secret": STR,
+    "signing": {"enum": ["hmac-sha256", "ed25519"]},
+    "headers": {"type": "object", "additionalProperties": STR},
+    "authorization": STR,
+    "verify": BOOL,
+    "retry": nullable(OBJ),
+    "ordering": {"enum": ["strict", "none"]},
+    "max_in_flight": {"type": "integer", "minimum": 1, "maximum": 64},
+    "rate_limit": nullable(NUM),
+    "batch_max": {"type": "integer", "minimum": 1, "maximum": 1000},
+    "batch_max_bytes": {"type": "integer", "minimum": 0},
+    "backlog_max": {"type": "integer", "minimum": 0},
+    "backlog_max_bytes": {"type": "integer", "minimum": 0},
+    "backlog_overflow": {"enum": ["", "dead_letter_oldest", "reject"]},
+}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "field", "message"],
+                "properties": {"code": STR, "field": STR, "message": STR},
+            }
+        },
+    },
+    "ReceiverCreate": {
+        "type": "object",
+        "required": ["url"],
+        "additionalProperties": False,
+        "properties": {"id": ID, **RECEIVER_FIELDS},
+    },
+    "ReceiverPatch": {"type": "object", "additionalProperties": False, "properties": RECEIVER_FIELDS},
+    "Receiver": {
+        "type": "object",
+        "required": ["id", "url", "event_types", "signing", "verified"],
+        "properties": {
+            "id": ID,
+            "url": STR,
+            "event_types": {"type": "array", "items": STR},
+            "tenant": nullable(STR),
+            "signing": STR,
+            "verified": BOOL,
+            "secret": STR,
+            "public_key": STR,
+            "partition": INT,
+            "state": ref("ReceiverState"),
+        },
+    },
+    "ReceiverState": {
+        "type": "object",
+        "required": ["status", "next_seq", "delivered_seq", "backlog"],
+        "properties": {
+            "status": {
+                "enum": ["active", "retrying", "failing", "paused", "disabled", "unverified", "deleting"]
+            },
+            "circuit": {"enum": ["closed", "open", "half_open"]},
+            "next_seq": INT,
+            "delivered_seq": INT,
+            "backlog": INT,
+            "backlog_bytes": INT,
+            "head_seq": nullable(INT),
+            "window": {"type": "array", "items": OBJ},
+            "lane": OBJ,
+            "last_response": nullable(OBJ),
+        },
+    },
+    "Message": {
+        "type": "object",
+        "required": ["receiver_id", "event_type", "payload"],
+        "additionalProperties": False,
+        "properties": {
+            "receiver_id": ID,
+            "event_type": STR,
+            "payload": {},
+            "id": ID,
+            "headers": {"type": "object", "additionalProperties": STR},
+        },
+    },
+    "Event": {
+        "type": "object",
+        "required": ["event_type", "payload"],
+        "additionalProperties": False,
+        "properties": {"event_type": STR, "payload": {}, "tenant": STR, "id": ID},
+    },
+    "Control": {"type": "object", "properties": {"reason": {"type": "string", "maxLength": 500}}},
+}
+
+
+def answer(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"description": description}
+    if schema is not None:
+        body["content"] = {"application/json": {"schema": schema}}
+    return body
+
+
+def errors(*statuses: int) -> dict[str, Any]:
+    why = {
+        400: "invalid JSON",
+        401: "no or wrong token",
+        404: "not found",
+        409: "conflict",
+        413: "too large",
+        422: "invalid field",
+        429: "backlog full",
+        503: "owner moving",
+        504: "not applied yet",
+    }
+    return {str(s): answer(why[s], ref("Error")) for s in statuses}
+
+
+def body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def receiver_op(
+    summary: str,
+    ok: dict[str, Any],
+    *,
+    method_body: dict[str, Any] | None = None,
+    fail: tuple[int, ...] = (401, 404),
+) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "responses": {**ok, **errors(*fail)}}
+    if method_body is not None:
+        op["requestBody"] = method_body
+    return op
+
+
+LIMIT = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}
+# The example is a receiver the schemathesis test creates, so generated calls reach real logic.
+RID = {"name": "receiver_id", "in": "path", "required": True, "schema": ID, "example": "rcv_example"}
+
+
+def build() -> dict[str, Any]:
+    paths: dict[str, Any] = {
+        "/healthz": {
+            "get": {
+                "summary": "the process lives",
+                "security": [],
+                "responses": {"200": answer("alive", OBJ)},
+            }
+        },
+        "/readyz": {
+            "get": {
+                "summary": "partitions assigned, tables recovered",
+                "security": [],
+                "responses": {"200": answer("ready", OBJ), "503": answer("starting", OBJ)},
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "summary": "this document",
+                "security": [],
+                "responses": {"200": answer("the document", OBJ)},
+            }
+        },
+        "/v1/receivers": {
+            "post": receiver_op(
+                "create, or replace an existing id",
+                {"201": answer("created", ref("Receiver")), "200": answer("replaced", ref("Receiver"))},
+                method_body=body(ref("ReceiverCreate")),
+                fail=(400, 401, 409, 422, 503, 504),
+            )
+        },
+        "/v1/receivers/{receiver_id}": {
+            "parameters": [RID],
+            "get": receiver_op(
+                "config and state", {"200": answer("the receiver", ref("Receiver"))}, fail=(401, 404, 422)
+            ),
+            "patch": receiver_op(
+                "change the named fields",
+                {"200": answer("changed", ref("Receiver"))},
+                method_body=body(ref("ReceiverPatch")),
+                fail=(400, 401, 404, 422, 503, 504),
+            ),
+            "delete": receiver_op(
+                "dead-letter the backlog and remove the receiver",
+                {"200": answer("gone", OBJ), "202": answer("still deleting", OBJ)},
+                fail=(401, 404, 422),
+            ),
+        },
+        "/v1/receivers/{receiver_id}/state": {
+            "parameters": [RID],
+            "get": receiver_op(
+                "the actor's live state, from its owner",
+                {"200": answer("state", ref("ReceiverState"))},
+                fail=(401, 404, 422),
+            ),
+        },
+        "/v1/receivers/{receiver_id}/messages/{message_id}": {
+            "parameters": [RID, {"name": "message_id", "in": "path", "required": True, "schema": ID}],
+            "get": receiver_op(
+                "pending, delivered or dead-lettered",
+                {
+                    "200": answer(
+                        "status",
+                        {
+                            "type": "object",
+                            "required": ["id", "seq", "status"],
+                            "properties": {
+                                "id": ID,
+                                "seq": INT,
+                                "status": {"enum": ["pending", "delivered", "dead_lettered"]},
+                            },
+                        },
+                    )
+                },
+                fail=(401, 404, 422),
+            ),
+        },
+        "/v1/receivers/{receiver_id}/ping": {
+            "parameters": [RID],
+            "post": receiver_op(
+                "send a webhook.ping now", {"200": answer("the receiver's answer", OBJ)}, fail=(401, 404, 422)
+            ),
+        },
+        "/v1/receivers/{receiver_id}/attempts": {
+            "parameters": [RID],
+            "get": {
+                **receiver_op(
+                    "the attempt log, newest first", {"200": answer("attempts", OBJ)}, fail=(401, 404, 422)
+                ),
+                "parameters": [LIMIT],
+            },
+        },
+        "/v1/receivers/{receiver_id}/last-response": {
+            "parameters": [RID],
+            "get": receiver_op("the newest attempt", {"200": answer("attempt", OBJ)}, fail=(401, 404, 422)),
+        },
+        "/v1/receivers/{receiver_id}/dead-letters": {
+            "parameters": [RID],
+            "get": {
+                **receiver_op(
+                    "dead letters in seq order", {"200": answer("dead letters", OBJ)}, fail=(401, 404, 422)
+                ),
+                "parameters": [
+                    {"name": "after_seq", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                    LIMIT,
+                ],
+            },
+        },
+        "/v1/receivers/{receiver_id}/replay": {
+            "parameters": [RID],
+            "post": receiver_op(
+                "replay dead letters as new messages",
+                {"202": answer("replayed", OBJ)},
+                method_body=body(OBJ, required=False),
+                fail=(400, 401, 404, 422),
+            ),
+        },
+        "/v1/receivers/{receiver_id}/secrets/rotate": {
+            "parameters": [RID],
+            "post": receiver_op(
+                "a new secret; the old one signs during the grace",
+                {"200": answer("rotated", ref("Receiver"))},
+                method_body=body(OBJ, required=False),
+                fail=(400, 401, 404, 422, 504),
+            ),
+        },
+        "/v1/receivers/{receiver_id}/verify": {
+            "parameters": [RID],
+            "post": receiver_op(
+                "run the verification handshake again",
+                {"200": answer("verified or not", ref("Receiver"))},
+                fail=(401, 404, 422, 504),
+            ),
+        },
+        "/v1/messages": {
+            "post": receiver_op(
+                "send one message",
+                {
+                    "202": answer(
+                        "accepted",
+                        {"type": "object", "required": ["id"], "properties": {"id": ID, "receiver_id": ID}},
+                    )
+                },
+                method_body=body(ref("Message")),
+                fail=(400, 401, 404, 413, 422, 429),
+            )
+        },
+        "/v1/messages/batch": {
+            "post": receiver_op(
+                "send up to 1,000 messages, all or none",
+                {
+                    "202": answer(
+                        "accepted",
+                        {
+                            "type": "object",
+                            "required": ["ids"],
+                            "properties": {"ids": {"type": "array", "items": ID}},
+                        },
+                    )
+                },
+                method_body=body(
+                    {
+                        "type": "object",
+                        "required": ["messages"],
+                        "properties": {
+                            "messages": {
+                                "type": "array",
+                                "items": ref("Message"),
+                                "minItems": 1,
+                                "maxItems": 1000,
+                            }
+                        },
+                    }
+                ),
+                fail=(400, 401, 404, 413, 422, 429),
+            )
+        },
+        "/v1/events": {
+            "post": receiver_op(
+                "publish an event to every subscribed receiver",
+                {
+                    "202": answer(
+                        "accepted",
+                        {
+                            "type": "object",
+                            "required": ["id", "event_type", "receivers"],
+                            "properties": {"id": ID, "event_type": STR, "receivers": INT},
+                        },
+                    )
+                },
+                method_body=body(ref("Event")),
+                fail=(400, 401, 413, 422),
+            )
+        },
+    }
+    for action in ("pause", "resume", "enable", "disable"):
+        paths[f"/v1/receivers/{{receiver_id}}/{action}"] = {
+            "parameters": [RID],
+            "post": receiver_op(
+                f"{action} delivery",
+                {"200": answer("applied", ref("Receiver"))},
+                method_body=body(ref("Control"), required=False),
+                fail=(400, 401, 404, 422, 504),
+            ),
+        }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "webhook-dispatcher",
+            "version": "1",
+            "description": 'Signed, ordered webhook delivery. Errors are {"error": {code, field, message}}.',
+        },
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+        "paths": paths,
+    }
+
+
+def render() -> bytes:
+    return orjson.dumps(build(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+
+
+if __name__ == "__main__":
+    DOC_PATH.write_bytes(render())
+    print(f"wrote {DOC_PATH}", file=sys.stderr)
