@@ -59,6 +59,12 @@ class ActorStore:
     def delete_backlog(self, receiver_id: str, seq: int) -> None:
         del self._table[keys.backlog_key(receiver_id, seq)]
 
+    def states_after(self, partition: int, after: str) -> Iterator[ReceiverState]:
+        """The partition's receivers in id order, from the first id above `after` ("" for all)."""
+        start = keys.state_key(after) + b"\x00" if after else None
+        for _, value in self._scan(partition, keys.STATE, start=start):
+            yield ReceiverState.from_bytes(value)
+
     def states_in_partition(self, partition: int) -> Iterator[ReceiverState]:
         """Every receiver state stored in one local partition (for rebuilding timers)."""
         for _, value in self._scan(partition, keys.STATE):

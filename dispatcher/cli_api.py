@@ -31,6 +31,11 @@ def add_api_commands(sub: Any) -> None:
     create.add_argument("--id")
     create.add_argument("--event-type", action="append", dest="event_types", help="pattern; repeat for more")
     create.add_argument("--tenant")
+    listing = _api(receivers.add_parser("list", help="receivers in id order, every page"), _list_receivers)
+    for flag in ("--tenant", "--event-type", "--status"):
+        listing.add_argument(flag)
+    listing.add_argument("--disabled", choices=["true", "false"])
+    listing.add_argument("--page", type=int, default=500, help="receivers per call")
     for action, run in (("show", _show), ("state", _state), ("delete", _delete)):
         _api(receivers.add_parser(action, help=f"{action} a receiver"), run).add_argument("receiver_id")
 
@@ -122,6 +127,25 @@ def _payload(text: str) -> Any:
 async def _create(client: DispatcherClient, args: argparse.Namespace) -> Any:
     fields = {"id": args.id, "event_types": args.event_types, "tenant": args.tenant}
     return await client.create_receiver(args.url, **fields)
+
+
+async def _list_receivers(client: DispatcherClient, args: argparse.Namespace) -> Any:
+    found: list[dict[str, Any]] = []
+    cursor = None
+    disabled = None if args.disabled is None else args.disabled == "true"
+    while True:
+        page = await client.list_receivers(
+            tenant=args.tenant, event_type=args.event_type, status=args.status, disabled=disabled,
+            cursor=cursor, limit=args.page,
+        )
+        found += page["receivers"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    if args.json:
+        return {"receivers": found}
+    rows = [{**r, "event_types": ",".join(r["event_types"]) or "*"} for r in found]
+    return {"table": rows, "columns": ["id", "status", "backlog", "tenant", "event_types", "url"]}
 
 
 async def _show(client: DispatcherClient, args: argparse.Namespace) -> Any:

@@ -75,6 +75,15 @@ class DispatcherClient:
         """Create (or, with an existing `id`, replace) a receiver; the answer holds its new secret."""
         return await self.request("POST", "/v1/receivers", {"url": url, **_present(fields)})
 
+    async def list_receivers(
+        self, *, tenant: str | None = None, event_type: str | None = None, status: str | None = None,
+        disabled: bool | None = None, cursor: str | None = None, limit: int = 100,
+    ) -> dict[str, Any]:
+        """One page, in id order: `{"receivers": [...], "next_cursor"}` (None on the last page)."""
+        flag = None if disabled is None else str(disabled).lower()
+        return await self.request("GET", "/v1/receivers", tenant=tenant, event_type=event_type, status=status,
+                                  disabled=flag, cursor=cursor, limit=limit)
+
     async def get_receiver(self, receiver_id: str) -> dict[str, Any]:
         return await self.request("GET", f"/v1/receivers/{receiver_id}")
 

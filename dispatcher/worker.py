@@ -167,6 +167,12 @@ class Dispatcher:
                 return URL(url)
         return None
 
+    def worker_urls(self) -> list[URL]:
+        """Every worker that owns partitions of the receivers' table, this one included."""
+        urls = {str(url) for url in self.app.router.table_metadata(self.topology.actors.name)}
+        urls.add(str(self.app.conf.canonical_url))
+        return sorted(URL(url) for url in urls)
+
     def is_local(self, receiver_id: str) -> bool:
         return self.partition_of(receiver_id) in self.ownership.owned
 

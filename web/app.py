@@ -8,7 +8,7 @@ from aiohttp import web
 
 from dispatcher.settings import Settings
 
-from . import api, health, receiver_ops, receiver_security
+from . import api, health, receiver_list, receiver_ops, receiver_security
 from .middleware import auth_middleware, errors_middleware
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ def setup_web(app: web.Application, dispatcher: Dispatcher) -> None:
     app.router.add_get("/readyz", health.readyz)
     app.router.add_get("/openapi.json", health.openapi)
     app.router.add_post("/v1/receivers", api.create_receiver)
+    app.router.add_get("/v1/receivers", receiver_list.list_receivers)
     app.router.add_get("/v1/receivers/{receiver_id}", receiver_ops.get_receiver)
     app.router.add_delete("/v1/receivers/{receiver_id}", receiver_ops.delete_receiver)
     app.router.add_patch("/v1/receivers/{receiver_id}", api.patch_receiver)

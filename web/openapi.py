@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 
+from .receiver_ops import STATUSES
+
 DOC_PATH = Path(__file__).resolve().parent / "openapi.json"  # package data: served by any install
 
 ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"}
@@ -89,9 +91,7 @@ SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["status", "next_seq", "delivered_seq", "backlog"],
         "properties": {
-            "status": {
-                "enum": ["active", "retrying", "failing", "paused", "disabled", "unverified", "deleting"]
-            },
+            "status": {"enum": list(STATUSES)},
             "circuit": {"enum": ["closed", "open", "half_open"]},
             "next_seq": INT,
             "delivered_seq": INT,
@@ -193,6 +193,26 @@ def build() -> dict[str, Any]:
             }
         },
         "/v1/receivers": {
+            "get": {
+                **receiver_op(
+                    "receivers in id order, filtered, a page at a time",
+                    {"200": answer("a page", {
+                        "type": "object", "required": ["receivers"],
+                        "properties": {
+                            "receivers": {"type": "array", "items": OBJ}, "next_cursor": nullable(STR),
+                        },
+                    })},
+                    fail=(401, 422, 503),
+                ),
+                "parameters": [
+                    {"name": "tenant", "in": "query", "schema": STR},
+                    {"name": "event_type", "in": "query", "schema": STR},
+                    {"name": "status", "in": "query", "schema": {"enum": list(STATUSES)}},
+                    {"name": "disabled", "in": "query", "schema": {"enum": ["true", "false"]}},
+                    {"name": "cursor", "in": "query", "schema": ID},
+                    LIMIT,
+                ],
+            },
             "post": receiver_op(
                 "create, or replace an existing id",
                 {"201": answer("created", ref("Receiver")), "200": answer("replaced", ref("Receiver"))},

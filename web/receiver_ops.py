@@ -94,6 +94,9 @@ def receiver_view(dispatcher: Dispatcher, state: ReceiverState, now: float) -> d
     }
 
 
+STATUSES = ("active", "retrying", "failing", "paused", "disabled", "unverified", "deleting")
+
+
 def _status(state: ReceiverState) -> str:
     if state.deleting:
         return "deleting"

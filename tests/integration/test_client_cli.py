@@ -32,6 +32,8 @@ async def test_client_covers_a_receivers_life(worker: WorkerProcess) -> None:
             assert published["receivers"] >= 1
             await wait_until(lambda: len(server.completed) == 2, 30, "message and event copy")
             assert server.completed[1].msg_id == copy_id("ev-1", "client-r")
+            listed = await api.list_receivers(tenant="acme", event_type="client.any")
+            assert [r["id"] for r in listed["receivers"]] == ["client-r"] and listed["next_cursor"] is None
             state = await api.receiver_state("client-r")
             assert (state["delivered_seq"], state["owner"]) == (2, worker.url)
             with pytest.raises(ApiError) as info:
@@ -115,6 +117,13 @@ async def test_cli_creates_sends_publishes_and_replays(worker: WorkerProcess) ->
         assert orjson.loads(run.stdout) == {"receiver_id": "cli-r", "replayed": 3, "skipped": 0, "pages": 2}
         assert "replayed 2 (seq 1..2)" in run.stderr and "replayed 3 (seq 3..3)" in run.stderr
         await wait_until(lambda: len(server.completed) == 7, 30, "the event copy and three replays")
+
+        listing = ["receivers", "list", "--event-type", "cli.z", "--page", "1"]  # page by page
+        run = await asyncio.to_thread(cli, worker, *listing)
+        assert run.returncode == 0, run.stderr
+        table = run.stdout.splitlines()
+        assert table[0].split()[:3] == ["ID", "STATUS", "BACKLOG"]
+        assert [row.split()[0] for row in table[1:]] == ["cli-r"], "only receivers that would get cli.z"
 
         run = await asyncio.to_thread(cli, worker, "send", "cli-r", "cli.x", "{not json")
         assert run.returncode == 2 and "payload is not JSON" in run.stderr

@@ -15,18 +15,26 @@ async def owned(worker: WorkerProcess) -> set[int]:
         return set((await resp.json())["partitions"])
 
 
-async def test_state_and_message_status_come_from_the_owner_on_either_worker(
+async def two_workers(
     make_worker: Callable[..., WorkerProcess],
-) -> None:
+) -> tuple[list[WorkerProcess], list[set[int]]]:
+    """Two workers, once the group has split the partitions between them (up to 60 s)."""
     workers = [make_worker("a").start(), make_worker("b").start()]
     for w in workers:
         await w.wait_ready()
-    for _ in range(240):  # up to 60 s for the group to split the partitions
+    for _ in range(240):
         parts = [await owned(w) for w in workers]
         if all(parts) and not parts[0] & parts[1]:
             break
         await asyncio.sleep(0.25)
     assert all(parts), "both workers own partitions"
+    return workers, parts
+
+
+async def test_state_and_message_status_come_from_the_owner_on_either_worker(
+    make_worker: Callable[..., WorkerProcess],
+) -> None:
+    workers, parts = await two_workers(make_worker)
     server = await Receiver().start()
     apis = [Api(w.url) for w in workers]
     try:
@@ -58,3 +66,43 @@ async def test_state_and_message_status_come_from_the_owner_on_either_worker(
         for api in apis:
             await api.close()
         await server.stop()
+
+
+async def test_listing_merges_both_workers_pages_in_id_order(
+    make_worker: Callable[..., WorkerProcess],
+) -> None:
+    workers, _ = await two_workers(make_worker)
+    api = Api(workers[1].url)
+    try:
+        for i in range(23):
+            extra = {"tenant": "acme"} if i % 3 == 0 else {}
+            types = ["order.*"] if i % 2 == 0 else ["invoice.paid"]
+            await api.create_receiver(f"http://127.0.0.1:9/l{i}", id=f"l{i:02d}", event_types=types, **extra)
+        assert (await api.call("POST", "/v1/receivers/l05/pause"))[0] == 200
+
+        seen: list[str] = []
+        cursor = None
+        for _ in range(10):  # 23 receivers, 5 a page: 5 pages
+            query = "limit=5" + (f"&cursor={cursor}" if cursor else "")
+            status, page = await api.call("GET", f"/v1/receivers?{query}")
+            assert status == 200, page
+            seen += [r["id"] for r in page["receivers"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == [f"l{i:02d}" for i in range(23)], "every receiver once, in id order, from both workers"
+        owners = {(await api.call("GET", f"/v1/receivers/{rid}/state"))[1]["owner"] for rid in seen}
+        assert owners == {w.url for w in workers}
+
+        async def ids(query: str) -> list[str]:
+            status, page = await api.call("GET", f"/v1/receivers?{query}")
+            assert status == 200, page
+            return [r["id"] for r in page["receivers"]]
+
+        assert await ids("tenant=acme") == [f"l{i:02d}" for i in range(0, 23, 3)]
+        assert await ids("event_type=order.shipped") == [f"l{i:02d}" for i in range(0, 23, 2)]
+        assert await ids("status=paused") == ["l05"]
+        status, bad = await api.call("GET", "/v1/receivers?status=sleepy")
+        assert status == 422 and bad["error"]["field"] == "status"
+    finally:
+        await api.close()
