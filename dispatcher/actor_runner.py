@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from .actor_store import ActorStore
+from .actor_store import HISTORY, ActorStore
 from .deliverer import Deliverer
 from .domain import actor
 from .domain.actor import Command, Effect, Facts, Policy, ReceiverState
@@ -111,6 +111,8 @@ class ActorRunner:
                 await self._publish_subscription(receiver_id, record)
             case actor.Unsubscribe():
                 await self._publish_subscription(receiver_id, None)
+            case actor.ForgetHistory():
+                self.store.forget(receiver_id, partition, HISTORY)
             case actor.Forget():
                 removed = self.store.forget(receiver_id, partition)
                 log.info("receiver_id=%s deleted (%d table entries removed)", receiver_id, removed)

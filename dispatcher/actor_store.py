@@ -15,6 +15,9 @@ import orjson
 from .domain import keys
 from .domain.actor import ReceiverState
 
+ALL_ENTRIES = (keys.BACKLOG, keys.DEDUP, keys.DEDUP_ORDER, keys.DEAD, keys.ATTEMPT)
+HISTORY = (keys.DEAD, keys.ATTEMPT)
+
 
 class ActorStore:
     def __init__(self, table: Any) -> None:
@@ -70,10 +73,10 @@ class ActorStore:
         for _, value in self._scan(partition, keys.STATE):
             yield ReceiverState.from_bytes(value)
 
-    def forget(self, receiver_id: str, partition: int) -> int:
-        """Delete the receiver's state and every entry it has (a deleted receiver); return the count."""
-        doomed = [keys.state_key(receiver_id)]
-        for kind in (keys.BACKLOG, keys.DEDUP, keys.DEDUP_ORDER, keys.DEAD, keys.ATTEMPT):
+    def forget(self, receiver_id: str, partition: int, kinds: tuple[bytes, ...] = ALL_ENTRIES) -> int:
+        """Delete the receiver's entries of `kinds` (by default all, and its state); return the count."""
+        doomed = [keys.state_key(receiver_id)] if kinds == ALL_ENTRIES else []
+        for kind in kinds:
             doomed += [key for key, _ in self._scan(partition, keys.prefix(kind, receiver_id))]
         for key in doomed:  # collected first: no deletes while RocksDB iterates
             if key in self._table.data:

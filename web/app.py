@@ -32,6 +32,7 @@ def setup_web(app: web.Application, dispatcher: Dispatcher) -> None:
     app.router.add_delete("/v1/receivers/{receiver_id}", receiver_ops.delete_receiver)
     app.router.add_patch("/v1/receivers/{receiver_id}", api.patch_receiver)
     app.router.add_get("/v1/receivers/{receiver_id}/state", receiver_ops.get_state)
+    app.router.add_delete("/v1/receivers/{receiver_id}/state", receiver_ops.reset_state)
     app.router.add_get("/v1/receivers/{receiver_id}/messages/{message_id}", receiver_ops.message_status)
     for action in ("pause", "resume", "enable", "disable"):
         app.router.add_post(f"/v1/receivers/{{receiver_id}}/{action}", receiver_ops.control_handler(action))

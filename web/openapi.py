@@ -244,6 +244,19 @@ def build() -> dict[str, Any]:
                 {"200": answer("state", ref("ReceiverState"))},
                 fail=(401, 404, 422),
             ),
+            "delete": {
+                **receiver_op(
+                    "reset: dead-letter the backlog, drop counters and history (for testing)",
+                    {
+                        "200": answer("the fresh state", ref("ReceiverState")),
+                        "202": answer("still resetting", OBJ),
+                    },
+                    fail=(401, 404, 409, 422),
+                ),
+                "parameters": [
+                    {"name": "confirm", "in": "query", "required": True, "schema": {"enum": ["reset"]}}
+                ],
+            },
         },
         "/v1/receivers/{receiver_id}/messages/{message_id}": {
             "parameters": [RID, {"name": "message_id", "in": "path", "required": True, "schema": ID}],

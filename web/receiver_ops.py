@@ -94,12 +94,14 @@ def receiver_view(dispatcher: Dispatcher, state: ReceiverState, now: float) -> d
     }
 
 
-STATUSES = ("active", "retrying", "failing", "paused", "disabled", "unverified", "deleting")
+STATUSES = ("active", "retrying", "failing", "paused", "disabled", "unverified", "deleting", "resetting")
 
 
 def _status(state: ReceiverState) -> str:
     if state.deleting:
         return "deleting"
+    if state.resetting:
+        return "resetting"
     if state.disabled:
         return "disabled"
     if state.paused:
@@ -136,6 +138,31 @@ async def delete_receiver(request: web.Request) -> web.Response:
         await asyncio.sleep(0.01)
     backlog = current.backlog if current is not None else 0
     return _json({"id": rid, "deleted": False, "status": "deleting", "backlog": backlog}, status=202)
+
+
+@owner_routed
+async def reset_state(request: web.Request) -> web.Response:
+    """`?confirm=reset`: dead-letter the backlog (`state_reset`), then start afresh (for testing).
+
+    Counters, circuit, lane, attempt log and dead letters go; the config stays and
+    seqs carry on, so a message id is never given a second seq.
+    """
+    dispatcher = _dispatcher(request)
+    state = _receiver(dispatcher, request)
+    if request.query.get("confirm") != "reset":
+        raise InvalidInput("confirm", "must be 'reset': this drops the receiver's backlog and history")
+    rid = state.receiver_id
+    if state.deleting:
+        raise InvalidInput("receiver_id", "is being deleted", code="conflict", status=409)
+    if not state.resetting:
+        await dispatcher.produce_requests([(rid, encode_control_record(ReceiverControl("reset")))])
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        current = dispatcher.store.load(rid)
+        if current is not None and not current.resetting and current.active_since > state.active_since:
+            return _json(receiver_view(dispatcher, current, time.time())["state"])
+        await asyncio.sleep(0.01)
+    return _json({"receiver_id": rid, "status": "resetting"}, status=202)
 
 
 @owner_routed

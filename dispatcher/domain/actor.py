@@ -70,6 +70,7 @@ class ReceiverState:
     window: tuple[Slot, ...] = ()  # unordered: messages started and not yet settled
     cursor: int = 0  # unordered: the next seq to start; 0 = delivering in order
     deleting: bool = False  # deleted through the API: its backlog is being dead-lettered
+    resetting: bool = False  # reset through the API: likewise, then it starts afresh
 
     @property
     def head(self) -> int | None:
@@ -87,7 +88,12 @@ class ReceiverState:
     @property
     def held(self) -> bool:
         """Delivery is held by hand (pause), by failures (disabled) or until the URL is verified."""
-        return self.paused or self.disabled or self.deleting or not self.config.verified
+        return self.paused or self.disabled or self.purging or not self.config.verified
+
+    @property
+    def purging(self) -> bool:
+        """Being deleted or reset: its messages are dead-lettered, none is sent."""
+        return self.deleting or self.resetting
 
     def to_bytes(self) -> bytes:
         data = asdict(self)
@@ -302,6 +308,11 @@ class Unsubscribe:
 
 
 @dataclass(slots=True, frozen=True)
+class ForgetHistory:
+    """Delete the receiver's attempt log and dead letters (its state was reset)."""
+
+
+@dataclass(slots=True, frozen=True)
 class Forget:
     """Delete everything the table holds about the receiver (its backlog is empty by now)."""
 
@@ -326,7 +337,7 @@ class Ignored:
 
 Effect = (
     PutBacklog | RememberId | SaveState | DeleteBacklog | Deliver | Probe | DeadLetter | DeadLetterHead
-    | TrimDeadLetters | LogAttempt | MovedLane | Subscribe | Unsubscribe | Forget | Ignored
+    | TrimDeadLetters | LogAttempt | MovedLane | Subscribe | Unsubscribe | Forget | ForgetHistory | Ignored
 )
 
 
@@ -338,6 +349,7 @@ MISSING_ENTRY = "missing_entry"
 UNKNOWN_RECEIVER = "unknown_receiver"
 BACKLOG_FULL = "backlog_full"
 RECEIVER_DELETED = "receiver_deleted"
+STATE_RESET = "state_reset"
 
 
 def decide(
@@ -345,8 +357,8 @@ def decide(
 ) -> tuple[ReceiverState | None, list[Effect]]:
     """Apply one command to one receiver's state."""
     if isinstance(command, Configure):
-        if state is not None and state.deleting:
-            return state, [Ignored("receiver is being deleted; create it again once it is gone")]
+        if state is not None and state.purging:
+            return state, [Ignored("receiver is being deleted or reset; configure it once that is done")]
         return _configure(state, command.config, facts, policy)
     if state is None:
         return _unknown_receiver(command)
@@ -359,11 +371,13 @@ def decide(
         step.control(command)
     else:
         step.wake(command)
-    if step.state.deleting:
+    if step.state.purging:
         step.purge()
-        if step.state.backlog == 0:  # nothing left to dead-letter: the receiver goes
+        if step.state.backlog == 0 and step.state.deleting:  # nothing left to dead-letter: it goes
             _, effects = step.finish()
             return None, [e for e in effects if not isinstance(e, SaveState)] + [Unsubscribe(), Forget()]
+        if step.state.backlog == 0:
+            step.start_afresh()
     return step.finish()
 
 
@@ -372,7 +386,7 @@ def next_wake(
 ) -> float | None:
     """When this receiver next needs the actor, or None; derived from the state alone."""
     times = [state.dedup_sweep_at] if state.dedup_sweep_at else []
-    if state.deleting:
+    if state.purging:
         times.append(0.0)  # its backlog is dead-lettered a bounded number at a time: go on now
     elif state.cursor:
         times += _window_wakes(state, policy, in_flight and not sending, sending)
@@ -479,8 +493,9 @@ class _Step:
 
     def intake(self, command: Intake) -> None:
         msg, state = command.message, self.state
-        if state.deleting:
-            self.actions.append(DeadLetter(RECEIVER_DELETED, msg.id, None, "the receiver is being deleted"))
+        if state.purging:
+            reason, why = (RECEIVER_DELETED, "deleted") if state.deleting else (STATE_RESET, "reset")
+            self.actions.append(DeadLetter(reason, msg.id, None, f"the receiver is being {why}"))
             return
         if command.seen_seq is not None and command.seen_seq < state.next_seq:
             self.actions.append(Ignored("duplicate message id", msg.id, command.seen_seq))
@@ -537,6 +552,8 @@ class _Step:
             self.update(disabled=True, disabled_reason=command.reason or "disabled through the API")
         elif action == "delete":
             self.update(deleting=True)
+        elif action == "reset":
+            self.update(resetting=not self.state.deleting)
         elif action == "enable":
             self.update(
                 disabled=False, disabled_reason="", breaker=Breaker(), failing_since=0.0,
@@ -744,8 +761,11 @@ class _Step:
                 self.in_flight = True
 
     def purge(self) -> None:
-        """Dead-letter a bounded number of a deleted receiver's messages (a wake does the rest)."""
-        detail = "the receiver was deleted"
+        """Dead-letter a bounded number of a deleted (or reset) receiver's messages; a wake does the rest."""
+        reason, detail = (
+            (RECEIVER_DELETED, "the receiver was deleted") if self.state.deleting
+            else (STATE_RESET, "the receiver's state was reset")
+        )
         for _ in range(self.policy.max_expired_per_event):
             state = self.state
             if state.backlog == 0:
@@ -755,9 +775,19 @@ class _Step:
                 seq = slot.seq if slot else state.cursor
                 if slot is None:
                     self.update(cursor=seq + 1)
-                self._dead_letter_seq(seq, RECEIVER_DELETED, detail, slot.attempts if slot else 0)
+                self._dead_letter_seq(seq, reason, detail, slot.attempts if slot else 0)
             else:
-                self._dead_letter_head(RECEIVER_DELETED, detail)
+                self._dead_letter_head(reason, detail)
+
+    def start_afresh(self) -> None:
+        """After a reset: counters, circuit, lane, history and window go; seqs carry on (never reused)."""
+        state = self.state
+        fresh = ReceiverState(
+            state.receiver_id, state.config, next_seq=state.next_seq, delivered_seq=state.next_seq - 1,
+            active_since=self.now, dedup_sweep_at=state.dedup_sweep_at,
+        )
+        self.state, self.dirty = fresh, True
+        self.writes.append(ForgetHistory())
 
     # unordered receivers: the window -------------------------------------------
 

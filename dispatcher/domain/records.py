@@ -143,7 +143,7 @@ class ReceiverControl:
     reason: str = ""
 
 
-CONTROL_ACTIONS = ("pause", "resume", "enable", "disable", "delete")
+CONTROL_ACTIONS = ("pause", "resume", "enable", "disable", "delete", "reset")
 
 
 def check_event_type(value: object, field_name: str) -> str:

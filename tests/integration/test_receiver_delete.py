@@ -89,3 +89,26 @@ async def test_patch_changes_only_what_it_names_on_the_owner(api: Api) -> None:
         assert status == 422 and body["error"]["field"] == field, body
     status, body = await api.call("PATCH", "/v1/receivers/nobody", {"tenant": "x"})
     assert status == 404 and body["error"]["field"] == "receiver_id"
+
+
+async def test_reset_needs_confirmation_then_drops_backlog_and_history(api: Api) -> None:
+    server = await Receiver().start()
+    try:
+        rid = (await api.create_receiver(server.url("reset"), id="to-reset"))["id"]
+        assert (await api.call("POST", f"/v1/receivers/{rid}/pause"))[0] == 200
+        one = {"receiver_id": rid, "event_type": "t.x", "payload": {}}
+        await api.send_batch([one] * 3)
+        await api.eventually_state(rid, lambda s: s["backlog"] == 3, 30, "3 buffered")
+        status, body = await api.call("DELETE", f"/v1/receivers/{rid}/state")
+        assert status == 422 and body["error"]["field"] == "confirm"
+        status, state = await api.call("DELETE", f"/v1/receivers/{rid}/state?confirm=reset")
+        assert status == 200, state
+        fresh = (state["next_seq"], state["backlog"], state["dead_lettered"], state["paused"])
+        assert fresh == (4, 0, 0, False), "seqs carry on; backlog, counters and the pause go"
+        status, letters = await api.call("GET", f"/v1/receivers/{rid}/dead-letters")
+        assert letters["dead_letters"] == [], "history dropped"
+        await api.send_batch([one])
+        await wait_until(lambda: len(server.completed) == 1, 30, "the next message")
+        assert server.completed[0].seq == 4, "seqs carry on after a reset"
+    finally:
+        await server.stop()

@@ -254,3 +254,21 @@ def test_deleting_dead_letters_the_backlog_in_bounded_steps_then_forgets() -> No
         assert gone is None
         assert effects[-2:] == [Unsubscribe(), Forget()]
         assert [e.seq for e in effects if isinstance(e, DeadLetterHead)] == [5]
+
+
+def test_a_reset_dead_letters_the_backlog_then_starts_afresh_with_seqs_carrying_on() -> None:
+    policy = replace(POLICY, max_expired_per_event=2)
+    w = Window(DeliveryOptions(), policy)
+    for i in range(1, 4):
+        w.run(Intake(msg(i, at=T0)))
+    w.run(Result(Outcome(1, "m1", "t", False, 500, None, 1.0, T0, attempt=1)))
+    assert w.state is not None and w.state.failed_attempts == 1
+    state, effects = w.run(Control("reset"), T0 + 5)
+    assert state.resetting
+    assert [e.reason for e in effects if isinstance(e, DeadLetterHead)] == ["state_reset"] * 2
+    state, effects = decide(state, Wake(), w.facts(T0 + 6), policy)
+    assert state is not None and not state.resetting
+    counts = (state.next_seq, state.delivered_seq, state.backlog, state.failed_attempts, state.dead_lettered)
+    assert counts == (4, 3, 0, 0, 0), "seqs carry on; counters start again"
+    assert state.active_since == T0 + 6
+    assert any(isinstance(e, actor.ForgetHistory) for e in effects)
