@@ -59,8 +59,8 @@ class ActorRunner:
         """Apply one command from the stream (the only writer of this receiver)."""
         now = self.clock()
         state = self.store.load(receiver_id)
-        if isinstance(command, actor.Wake) and state and 0 < state.dedup_sweep_at <= now:
-            command = actor.Wake(self.store.sweep_dedup(receiver_id, partition, now))
+        if isinstance(command, actor.Wake) and state is not None:
+            command = self._sweep(state, partition, now)
         store = self.store
         facts = Facts(
             now,
@@ -77,6 +77,15 @@ class ActorRunner:
             self.set_timer(new_state, partition)
         else:
             self.timers.set(receiver_id, partition, None)
+
+    def _sweep(self, state: ReceiverState, partition: int, now: float) -> actor.Wake:
+        """Expired dedup entries and kept messages go on a wake; the actor learns the next expiries."""
+        rid = state.receiver_id
+        dedup = self.store.sweep_dedup(rid, partition, now) if 0 < state.dedup_sweep_at <= now else None
+        retain = None
+        if 0 < state.retain_sweep_at <= now:
+            retain = self.store.sweep_retained(rid, partition, now, self.policy.retain)
+        return actor.Wake(dedup, retain)
 
     def set_timer(self, state: ReceiverState, partition: int) -> None:
         busy = self.deliverer.busy(state.receiver_id)
@@ -95,7 +104,7 @@ class ActorRunner:
                 assert state is not None
                 self.store.save(state)
             case actor.DeleteBacklog(seq):
-                self.store.delete_backlog(receiver_id, seq)
+                self.store.delete_backlog(receiver_id, seq, self.clock() if self.policy.retain else 0.0)
             case actor.Deliver(seq, attempt, count, lane, parallel):
                 assert state is not None
                 await self.deliverer.start(

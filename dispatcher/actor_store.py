@@ -15,8 +15,8 @@ import orjson
 from .domain import keys
 from .domain.actor import ReceiverState
 
-ALL_ENTRIES = (keys.BACKLOG, keys.DEDUP, keys.DEDUP_ORDER, keys.DEAD, keys.ATTEMPT)
-HISTORY = (keys.DEAD, keys.ATTEMPT)
+ALL_ENTRIES = (keys.BACKLOG, keys.DEDUP, keys.DEDUP_ORDER, keys.DEAD, keys.ATTEMPT, keys.RETAINED)
+HISTORY = (keys.DEAD, keys.ATTEMPT, keys.RETAINED)
 
 
 class ActorStore:
@@ -59,8 +59,42 @@ class ActorStore:
         entry = self.get_backlog(receiver_id, seq)
         return None if entry is None else float(entry["accepted_at"])
 
-    def delete_backlog(self, receiver_id: str, seq: int) -> None:
-        del self._table[keys.backlog_key(receiver_id, seq)]
+    def delete_backlog(self, receiver_id: str, seq: int, settled_at: float = 0.0) -> None:
+        """Take a settled message out of the backlog; with `settled_at`, keep it for catch-up reads."""
+        key = keys.backlog_key(receiver_id, seq)
+        if settled_at:
+            raw = self._table.data.get(key)
+            if raw is not None:  # the stored bytes as they are: no decode, no copy of the payload's objects
+                kept = b'{"settled_at":%s,"entry":%s}' % (orjson.dumps(settled_at), raw)
+                self._table[keys.numbered_key(keys.RETAINED, receiver_id, seq)] = kept
+        del self._table[key]
+
+    def sweep_retained(self, receiver_id: str, partition: int, now: float, retain: float,
+                       limit: int = 1000) -> float:
+        """Delete kept messages older than `retain`, lowest seq first; return the next expiry (0: none)."""
+        entries = list(self._scan(partition, keys.prefix(keys.RETAINED, receiver_id), limit + 1))
+        for swept, (key, raw) in enumerate(entries):
+            expires = float(orjson.loads(raw)["settled_at"]) + retain
+            if expires > now:
+                return expires
+            if swept == limit:
+                return now  # more to do: come back at once
+            del self._table[key]
+        return 0.0
+
+    def messages_after(
+        self, receiver_id: str, partition: int, after_seq: int, limit: int
+    ) -> list[tuple[dict[str, Any], float | None]]:
+        """Kept (settled, with when) and buffered (None) messages above `after_seq`, in seq order."""
+        found: list[tuple[int, dict[str, Any], float | None]] = []
+        for kind in (keys.RETAINED, keys.BACKLOG):
+            start = keys.numbered_key(kind, receiver_id, after_seq + 1)
+            for key, raw in self._scan(partition, keys.prefix(kind, receiver_id), limit, start):
+                value = orjson.loads(raw)
+                entry, at = (value["entry"], value["settled_at"]) if kind == keys.RETAINED else (value, None)
+                found.append((keys.number_of(key), entry, at))
+        found.sort(key=lambda item: item[0])
+        return [(entry, at) for _, entry, at in found[:limit]]
 
     def states_after(self, partition: int, after: str) -> Iterator[ReceiverState]:
         """The partition's receivers in id order, from the first id above `after` ("" for all)."""

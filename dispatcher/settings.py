@@ -92,6 +92,8 @@ class Settings:
     max_batch: int = 1000
     max_request_body: int = 32 * 1024 * 1024
     dedup_window: float = 24 * 3600.0
+    # Settled messages stay readable through GET /v1/receivers/{id}/events this long (0: off).
+    retain_seconds: float = 24 * 3600.0
     # kafka consumer group tuning (short values make failover fast on a laptop)
     session_timeout: float = 10.0
     heartbeat_interval: float = 1.0
@@ -161,7 +163,7 @@ class Settings:
         return Policy(
             retry, breaker, self.dedup_window, self.disable_after, self.dead_letters_keep, self.attempt_log,
             lanes=lanes, backlog_max=self.backlog_max, backlog_max_bytes=self.backlog_max_bytes,
-            backlog_overflow=self.backlog_overflow,
+            backlog_overflow=self.backlog_overflow, retain=self.retain_seconds,
         )
 
     def fast_lane_in_flight(self) -> int:

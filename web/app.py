@@ -34,6 +34,7 @@ def setup_web(app: web.Application, dispatcher: Dispatcher) -> None:
     app.router.add_get("/v1/receivers/{receiver_id}/state", receiver_ops.get_state)
     app.router.add_delete("/v1/receivers/{receiver_id}/state", receiver_ops.reset_state)
     app.router.add_get("/v1/receivers/{receiver_id}/messages/{message_id}", receiver_ops.message_status)
+    app.router.add_get("/v1/receivers/{receiver_id}/events", receiver_ops.events_after)
     for action in ("pause", "resume", "enable", "disable"):
         app.router.add_post(f"/v1/receivers/{{receiver_id}}/{action}", receiver_ops.control_handler(action))
     app.router.add_post("/v1/receivers/{receiver_id}/ping", receiver_ops.ping)

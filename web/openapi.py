@@ -258,6 +258,25 @@ def build() -> dict[str, Any]:
                 ],
             },
         },
+        "/v1/receivers/{receiver_id}/events": {
+            "parameters": [RID],
+            "get": {
+                **receiver_op(
+                    "catch-up: messages above a seq, settled ones kept a while",
+                    {"200": answer("events", {
+                        "type": "object", "required": ["events", "next_after_seq"],
+                        "properties": {
+                            "events": {"type": "array", "items": OBJ}, "next_after_seq": nullable(INT),
+                        },
+                    })},
+                    fail=(401, 404, 422),
+                ),
+                "parameters": [
+                    {"name": "after_seq", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                    LIMIT,
+                ],
+            },
+        },
         "/v1/receivers/{receiver_id}/messages/{message_id}": {
             "parameters": [RID, {"name": "message_id", "in": "path", "required": True, "schema": ID}],
             "get": receiver_op(

@@ -26,6 +26,7 @@ from dispatcher.domain.records import (
     encode_control_record,
     encode_message_record,
 )
+from dispatcher.domain.webhook import iso_timestamp
 
 from .api import _dispatcher, _json, read_json, wait_applied
 from .routing import owner_routed
@@ -172,6 +173,34 @@ async def get_state(request: web.Request) -> web.Response:
     view = receiver_view(dispatcher, _receiver(dispatcher, request), time.time())
     owner = str(dispatcher.app.conf.canonical_url)
     return _json({"receiver_id": view["id"], "partition": view["partition"], "owner": owner, **view["state"]})
+
+
+@owner_routed
+async def events_after(request: web.Request) -> web.Response:
+    """Catch-up: the receiver's messages above `after_seq`, settled ones kept `DISPATCHER_RETAIN_SECONDS`.
+
+    Each has the body fields a delivery carries (`seq`, `id`, `type`, `timestamp`,
+    `data`) and its `status`: pending, delivered or dead_lettered.
+    """
+    dispatcher = _dispatcher(request)
+    state = _receiver(dispatcher, request)
+    rid = state.receiver_id
+    after = _int_param(request, "after_seq", 0, 0, 2**62)
+    limit = _int_param(request, "limit", 100, 1, MAX_LIST)
+    found = dispatcher.store.messages_after(rid, dispatcher.partition_of(rid), after, limit)
+    events = []
+    for entry, settled_at in found:
+        seq = entry["seq"]
+        if settled_at is None:
+            status = "pending"
+        else:
+            status = "dead_lettered" if dispatcher.store.dead_letter(rid, seq) is not None else "delivered"
+        when = iso_timestamp(entry["accepted_at"])
+        events.append({"seq": seq, "id": entry["id"], "type": entry["type"], "timestamp": when,
+                       "data": entry["data"], "status": status, "settled_at": settled_at})
+    next_after = events[-1]["seq"] if len(events) == limit else None
+    retained = dispatcher.runner.policy.retain
+    return _json({"events": events, "next_after_seq": next_after, "retained_seconds": retained})
 
 
 @owner_routed

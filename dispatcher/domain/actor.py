@@ -20,7 +20,7 @@ can be rebuilt from the table after a crash or a rebalance.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -64,6 +64,7 @@ class ReceiverState:
     last_error: str | None = None
     last_attempt_at: float = 0.0
     dedup_sweep_at: float = 0.0  # earliest dedup entry expiry; 0 = none pending
+    retain_sweep_at: float = 0.0  # earliest expiry of a settled message kept for catch-up; 0 = none
     health: Health = field(default_factory=Health)  # recent answer times and the lane they earned
     backlog_bytes: int = 0  # stored size of the buffered messages
     bucket: Bucket = field(default_factory=Bucket)  # the receiver's rate limit, if it has one
@@ -155,6 +156,7 @@ class Policy:
     backlog_max: int = 1_000_000  # a receiver's own setting wins
     backlog_max_bytes: int = 1 << 30
     backlog_overflow: str = DEAD_LETTER_OLDEST
+    retain: float = DAY  # settled messages stay readable (catch-up) this long; 0: deleted at once
 
     def backlog_caps(self, config: ReceiverConfig) -> tuple[int, int, str]:
         o = config.options
@@ -191,9 +193,10 @@ class Result:
 
 @dataclass(slots=True, frozen=True)
 class Wake:
-    """A timer fired; `dedup_next` is set when the glue just swept expired dedup entries."""
+    """A timer fired; `*_next` are set when the glue just swept expired entries (0: none left)."""
 
     dedup_next: float | None = None
+    retain_next: float | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -385,7 +388,7 @@ def next_wake(
     state: ReceiverState, policy: Policy, in_flight: bool, sending: frozenset[int] = frozenset()
 ) -> float | None:
     """When this receiver next needs the actor, or None; derived from the state alone."""
-    times = [state.dedup_sweep_at] if state.dedup_sweep_at else []
+    times = [t for t in (state.dedup_sweep_at, state.retain_sweep_at) if t]
     if state.purging:
         times.append(0.0)  # its backlog is dead-lettered a bounded number at a time: go on now
     elif state.cursor:
@@ -540,6 +543,8 @@ class _Step:
     def wake(self, command: Wake) -> None:
         if command.dedup_next is not None:
             self.update(dedup_sweep_at=command.dedup_next)
+        if command.retain_next is not None:
+            self.update(retain_sweep_at=command.retain_next)
         self.advance()
 
     def control(self, command: Control) -> None:
@@ -655,7 +660,7 @@ class _Step:
             delivered_seq=last, attempts=0, next_attempt_at=0.0, head_accepted_at=0.0,
             backlog_bytes=max(0, self.state.backlog_bytes - size),
         )
-        self.deletes += [DeleteBacklog(seq) for seq in range(first, last + 1)]
+        self._retire(range(first, last + 1))
         head = self.state.head
         if head is not None:
             self.update(head_accepted_at=self.facts.accepted_at(head) or 0.0)
@@ -919,7 +924,13 @@ class _Step:
             delivered_seq=floor(window, state.cursor) - 1,
             backlog_bytes=max(0, state.backlog_bytes - self._entry_size(seq)),
         )
-        self.deletes.append(DeleteBacklog(seq))
+        self._retire([seq])
+
+    def _retire(self, seqs: Iterable[int]) -> None:
+        """Settled messages leave the backlog (the glue keeps them `retain` seconds for catch-up reads)."""
+        self.deletes += [DeleteBacklog(seq) for seq in seqs]
+        if self.policy.retain and not self.state.retain_sweep_at:
+            self.update(retain_sweep_at=self.now + self.policy.retain)
 
     def _entry_size(self, seq: int) -> int:
         return self.fresh[seq][1] if seq in self.fresh else self.facts.entry_size(seq)

@@ -13,6 +13,7 @@ DEDUP = b"d:"  # d:<rid>:<msg id>      the seq a message id got, and when that e
 DEDUP_ORDER = b"i:"  # i:<rid>:<seq>    the msg id of that seq's dedup entry (expiry order)
 DEAD = b"x:"  # x:<rid>:<seq>          a dead letter, with its message, for listing and replay
 ATTEMPT = b"a:"  # a:<rid>:<number>    one entry of the attempt log
+RETAINED = b"r:"  # r:<rid>:<seq>      a settled message, kept a while for catch-up reads
 
 
 def state_key(receiver_id: str) -> bytes:
