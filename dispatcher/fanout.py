@@ -42,7 +42,7 @@ async def fan_out_record(message: Any, raw: bytes, feed: SubscriptionFeed, produ
     if not feed.caught_up.is_set() and not await feed.wait_caught_up(CATCH_UP_WAIT):
         log.warning("fanning out before the subscriptions are all read (%d known)", len(feed.index))
     try:
-        event = decode_event(raw, f"kafka_{message.partition}_{message.offset}", message.timestamp / 1000)
+        event = decode_event(raw, f"kafka_{message.partition}_{message.offset}", message.timestamp)
     except InvalidInput as exc:
         log.error("unreadable event %s[%d]@%d skipped: %s: %s",
                   message.topic, message.partition, message.offset, exc.field, exc.message)

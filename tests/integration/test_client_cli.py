@@ -6,10 +6,12 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 import orjson
 import pytest
+from aiokafka import AIOKafkaProducer
 
 from dispatcher.broker import EmbeddedBroker
 from dispatcher.client import ApiError, DispatcherClient, DispatcherProducer
@@ -67,10 +69,21 @@ async def test_producer_writes_what_the_worker_reads(worker: WorkerProcess, brok
         async with DispatcherProducer(servers, app_id=worker.app_id) as producer:
             ids = [await producer.send_message("kafka-r", "kafka.direct", {"n": n}) for n in range(3)]
             event_id = await producer.publish_event("kafka.fanned", {"n": 3})
-        await wait_until(lambda: len(first_copies(server.completed)) == 4, 30, "3 messages and 1 copy")
+        # A direct producer's bare event: no id (kafka_<partition>_<offset>), no time (the record's).
+        raw = AIOKafkaProducer(bootstrap_servers=servers, acks="all")
+        await raw.start()
+        try:
+            record = b'{"event_type": "kafka.bare", "payload": 5}'
+            bare = await raw.send_and_wait(f"{worker.app_id}.events", record)
+        finally:
+            await raw.stop()
+        await wait_until(lambda: len(first_copies(server.completed)) == 5, 30, "3 messages and 2 copies")
         got = [d.msg_id for d in first_copies(server.completed)]
-        assert got[:3] == ids and got[3] == copy_id(event_id, "kafka-r")
-        assert [d.seq for d in first_copies(server.completed)] == [1, 2, 3, 4]
+        bare_id = copy_id(f"kafka_{bare.partition}_{bare.offset}", "kafka-r")
+        assert got[:3] == ids and set(got[3:]) == {copy_id(event_id, "kafka-r"), bare_id}
+        assert [d.seq for d in first_copies(server.completed)] == [1, 2, 3, 4, 5]
+        sent_at = orjson.loads(next(d for d in server.completed if d.msg_id == bare_id).body)["timestamp"]
+        assert sent_at.startswith(time.strftime("%Y-%m-%dT", time.gmtime())), sent_at
     finally:
         await server.stop()
 
