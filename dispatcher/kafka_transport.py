@@ -1,4 +1,4 @@
-"""Faust's aiokafka transport: configurable fetch wait, exact highwaters, a producer flush that drains.
+"""Faust's aiokafka transport: fetch wait, exact highwaters, strict offsets, a producer flush that drains.
 
 Faust hardcodes `fetch_max_wait_ms=1500`. A broker that does not answer a
 pending fetch as soon as data arrives (the embedded Tansu broker) turns that
@@ -9,6 +9,9 @@ Tansu answers `ListOffsets(latest)` with the last batch's base offset + 1, so
 Faust's table recovery, which reads a changelog up to that end, would miss the
 rest of the last batch. A fetch response carries the true high watermark, so
 with `highwaters_by_fetch` the end of every non-empty partition is read that way.
+
+The consumer hands every record of a strict partition to the agent once and
+in order (see `_Consumer`): Faust's own loop acks skipped offsets as a gap.
 """
 
 from __future__ import annotations
