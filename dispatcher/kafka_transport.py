@@ -113,6 +113,8 @@ class _Consumer(faust_aiokafka.Consumer):
         self._seeking: set[Any] = set()
         self._tries: dict[tuple[Any, int], int] = {}
         self._strict_topics: dict[str, bool] = {}
+        self._reread_at: dict[tuple[Any, int], float] = {}
+        self._rereads: set[asyncio.Task[None]] = set()
 
     def _new_consumer_thread(self) -> _ConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -152,11 +154,21 @@ class _Consumer(faust_aiokafka.Consumer):
         Faust lets the first acked offset lie one past the committed offset (it reads
         the committed offset as the last one processed; Kafka's is the next one to
         read), so a commit could pass over that offset unprocessed. In the kill -9
-        chaos test that lost a single message after a restart. Here the commit waits
-        for it; a later seek reads it again.
+        chaos test that lost a single message after a restart. The agent processes a
+        partition in order, so a later offset acked before that one means it never
+        reached the agent: the commit waits, and the partition is read again from it.
         """
         acked, committed = self._acked[tp], self._committed_offset[tp]
         if acked and committed is not None and not self._gap[tp] and min(acked) > committed:
+            now = time.monotonic()
+            if tp not in self._seeking and now - self._reread_at.get((tp, committed), -60.0) > 10.0:
+                log.warning("offset %d of %s[%d] was never processed: reading from it again",
+                            committed, tp.topic, tp.partition)
+                self._reread_at[(tp, committed)] = now  # once per 10 s: the agent may be behind
+                self._seeking.add(tp)  # until the seek below runs: drop what arrives meanwhile
+                task = asyncio.ensure_future(self.seek_wait({tp: committed}))
+                self._rereads.add(task)
+                task.add_done_callback(self._rereads.discard)
             return None
         return super()._new_offset(tp)
 
