@@ -46,14 +46,19 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         return {**ends, **await self._fetched_highwaters({tp: end for tp, end in ends.items() if end})}
 
     async def _fetched_highwaters(self, ends: dict[Any, int]) -> dict[Any, int]:
-        transport, conf = self.transport, self.app.conf
-        return await fetched_highwaters(
-            ends,
-            bootstrap_servers=faust_aiokafka.server_list(transport.url, transport.default_port),
-            client_id=f"{conf.broker_client_id}-highwaters",
-            fetch_max_wait_ms=self.app.fetch_max_wait_ms,
-            **faust_aiokafka.credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context),
-        )
+        options = client_options(self.app, "highwaters")
+        return await fetched_highwaters(ends, fetch_max_wait_ms=self.app.fetch_max_wait_ms, **options)
+
+
+def client_options(app: Any, purpose: str) -> dict[str, Any]:
+    """What a consumer of our own needs to reach the app's brokers: servers, id, credentials."""
+    conf = app.conf
+    servers = faust_aiokafka.server_list(conf.broker_consumer, faust_aiokafka.Transport.default_port)
+    return {
+        "bootstrap_servers": servers,
+        "client_id": f"{conf.broker_client_id}-{purpose}",
+        **faust_aiokafka.credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context),
+    }
 
 
 async def fetched_highwaters(ends: dict[Any, int], limit: float = 10.0, **consumer: Any) -> dict[Any, int]:

@@ -19,6 +19,7 @@ from .agent import register_actor_agent
 from .deliverer import API_SLOTS, Deliverer
 from .domain.records import WAKE_RECORD, Outcome, encode_outcome
 from .fanout import register_fanout_agent
+from .kafka_transport import client_options
 from .ownership import Ownership
 from .settings import Settings
 from .slow_lane import Pacer, SlowLane
@@ -72,7 +73,7 @@ class Dispatcher:
             publish_subscription=self._publish_subscription,
         )
         self.feed = SubscriptionFeed(
-            self.names["subscriptions"], settings.partitions, {"bootstrap_servers": self._bootstrap()}
+            self.names["subscriptions"], settings.partitions, client_options(app, "subscriptions")
         )
         self.ownership = Ownership(app, self.names["requests"], self.runner)
         # internal=True: Faust declares both topics with our partition count
@@ -107,8 +108,7 @@ class Dispatcher:
 
     async def send_outcome(self, receiver_id: str, outcome: Outcome) -> None:
         """Report an outcome to the receiver's actor and wait until the broker has it."""
-        fut = await self.topology.commands.send(key=receiver_id.encode(), value=encode_outcome(outcome))
-        await fut
+        await _send(self.topology.commands, receiver_id, encode_outcome(outcome))
 
     async def _send_wake(self, receiver_id: str, partition: int) -> None:
         """A timer fired: ask the receiver's stream to act (only it may write the table)."""
@@ -128,23 +128,17 @@ class Dispatcher:
 
     async def produce_event(self, event_id: str, record: bytes) -> None:
         """Produce to the events topic and wait until the broker has it."""
-        fut = await self.topology.events.send(key=event_id.encode(), value=record)
-        await fut
+        await _send(self.topology.events, event_id, record)
 
     async def _publish_subscription(self, receiver_id: str, record: bytes | None) -> None:
-        fut = await self.topology.subscriptions.send(key=receiver_id.encode(), value=record)
-        await fut
-
-    def _bootstrap(self) -> list[str]:
-        return [f"{url.host}:{url.port or 9092}" for url in self.app.conf.broker]
+        await _send(self.topology.subscriptions, receiver_id, record)
 
     async def _run_feed(self) -> None:
         await self.topology.subscriptions.maybe_declare()  # nothing may have been published yet
         await self.feed.run()
 
     async def _send_dead_letter(self, receiver_id: str, record: bytes) -> None:
-        fut = await self.topology.dead_letters.send(key=receiver_id.encode(), value=record)
-        await fut
+        await _send(self.topology.dead_letters, receiver_id, record)
 
     # ownership ----------------------------------------------------------------
 
@@ -192,6 +186,12 @@ class Dispatcher:
             "subscriptions": {"receivers": len(self.feed.index), "caught_up": self.feed.caught_up.is_set()},
             "timers": len(self.timers),
         }
+
+
+async def _send(topic: Any, key: str, value: bytes | None) -> None:
+    """Produce one record and wait until the broker has it (None: a tombstone)."""
+    fut = await topic.send(key=key.encode(), value=value)
+    await fut
 
 
 def prepare_data_dir(data_dir: Path) -> None:
