@@ -120,13 +120,27 @@ async def wait_applied(
     limit: float = 10.0,
 ) -> ReceiverState:
     """Wait until the owner's stream has applied a record the API produced (read your write)."""
+    applied, state = await poll_state(dispatcher, receiver_id, lambda s: s is not None and done(s), limit)
+    if not applied or state is None:
+        raise InvalidInput(field, "accepted but not yet applied; read the receiver again", "pending", 504)
+    return state
+
+
+async def poll_state(
+    dispatcher: Dispatcher,
+    receiver_id: str,
+    done: Callable[[ReceiverState | None], bool],
+    limit: float = 10.0,
+) -> tuple[bool, ReceiverState | None]:
+    """Read the receiver's state (None: gone) until `done` holds, for `limit` seconds: (held, last read)."""
     deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
+    while True:
         state = dispatcher.store.load(receiver_id)
-        if state is not None and done(state):
-            return state
+        if done(state):
+            return True, state
+        if time.monotonic() >= deadline:
+            return False, state
         await asyncio.sleep(0.005)
-    raise InvalidInput(field, "accepted but not yet applied; read the receiver again", "pending", 504)
 
 
 async def send_message(request: web.Request) -> web.Response:

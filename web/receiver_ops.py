@@ -6,7 +6,6 @@ others proxy there), because that worker's table holds the receiver.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -28,7 +27,7 @@ from dispatcher.domain.records import (
 )
 from dispatcher.domain.webhook import iso_timestamp
 
-from .api import _dispatcher, _json, read_json, wait_applied
+from .api import _dispatcher, _json, poll_state, read_json, wait_applied
 from .routing import owner_routed
 
 if TYPE_CHECKING:
@@ -131,14 +130,10 @@ async def delete_receiver(request: web.Request) -> web.Response:
     rid = state.receiver_id
     if not state.deleting:
         await dispatcher.produce_requests([(rid, encode_control_record(ReceiverControl("delete")))])
-    deadline = time.monotonic() + 10.0
-    while time.monotonic() < deadline:
-        current = dispatcher.store.load(rid)
-        if current is None:
-            return _json({"id": rid, "deleted": True, "dead_lettered": state.backlog})
-        await asyncio.sleep(0.01)
-    backlog = current.backlog if current is not None else 0
-    return _json({"id": rid, "deleted": False, "status": "deleting", "backlog": backlog}, status=202)
+    _, current = await poll_state(dispatcher, rid, lambda s: s is None)
+    if current is None:
+        return _json({"id": rid, "deleted": True, "dead_lettered": state.backlog})
+    return _json({"id": rid, "deleted": False, "status": "deleting", "backlog": current.backlog}, status=202)
 
 
 @owner_routed
@@ -157,12 +152,12 @@ async def reset_state(request: web.Request) -> web.Response:
         raise InvalidInput("receiver_id", "is being deleted", code="conflict", status=409)
     if not state.resetting:
         await dispatcher.produce_requests([(rid, encode_control_record(ReceiverControl("reset")))])
-    deadline = time.monotonic() + 10.0
-    while time.monotonic() < deadline:
-        current = dispatcher.store.load(rid)
-        if current is not None and not current.resetting and current.active_since > state.active_since:
-            return _json(receiver_view(dispatcher, current, time.time())["state"])
-        await asyncio.sleep(0.01)
+    def afresh(current: ReceiverState | None) -> bool:
+        return current is not None and not current.resetting and current.active_since > state.active_since
+
+    done, current = await poll_state(dispatcher, rid, afresh)
+    if done and current is not None:
+        return _json(receiver_view(dispatcher, current, time.time())["state"])
     return _json({"receiver_id": rid, "status": "resetting"}, status=202)
 
 
