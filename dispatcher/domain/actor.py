@@ -697,18 +697,17 @@ class _Step:
         """Dead-letter the oldest messages while the backlog is over its cap (never the one in flight)."""
         for _ in range(self.policy.max_expired_per_event):
             state = self.state
-            if state.cursor:  # unordered: drop the oldest not yet started
-                if state.cursor >= state.next_seq or not self._over_cap():
-                    return
-                detail = f"backlog over its cap ({state.backlog} messages, {state.backlog_bytes} bytes)"
-                self.update(cursor=state.cursor + 1)
-                self._dead_letter_seq(state.cursor, BACKLOG_FULL, detail)
-                continue
-            if self.in_flight or self.state.head is None or not self._over_cap():
+            if not self._over_cap():
                 return
-            self._dead_letter_head(
-                BACKLOG_FULL, f"backlog over its cap ({state.backlog} messages, {state.backlog_bytes} bytes)"
-            )
+            detail = f"backlog over its cap ({state.backlog} messages, {state.backlog_bytes} bytes)"
+            if state.cursor:  # unordered: drop the oldest not yet started
+                if state.cursor >= state.next_seq:
+                    return
+                self._dead_letter_unstarted(BACKLOG_FULL, detail)
+            elif self.in_flight or state.head is None:
+                return
+            else:
+                self._dead_letter_head(BACKLOG_FULL, detail)
 
     def _batch_size(self, head: int) -> int:
         """How many messages the next POST carries; 0 while the rate limit says wait."""
@@ -775,12 +774,11 @@ class _Step:
             state = self.state
             if state.backlog == 0:
                 return
-            if state.cursor:
-                slot = state.window[0] if state.window else None
-                seq = slot.seq if slot else state.cursor
-                if slot is None:
-                    self.update(cursor=seq + 1)
-                self._dead_letter_seq(seq, reason, detail, slot.attempts if slot else 0)
+            if state.window:
+                slot = state.window[0]
+                self._dead_letter_seq(slot.seq, reason, detail, slot.attempts)
+            elif state.cursor:
+                self._dead_letter_unstarted(reason, detail)
             else:
                 self._dead_letter_head(reason, detail)
 
@@ -914,6 +912,12 @@ class _Step:
             self.writes.append(TrimDeadLetters(kept))
         self.update(dead_lettered=self.state.dead_lettered + 1, dead_letters_kept=kept)
         self._settle_seq(seq)
+
+    def _dead_letter_unstarted(self, reason: str, detail: str) -> None:
+        """Dead-letter an unordered receiver's oldest message not yet started."""
+        seq = self.state.cursor
+        self.update(cursor=seq + 1)
+        self._dead_letter_seq(seq, reason, detail)
 
     def _settle_seq(self, seq: int) -> None:
         """One message of the window (or one never started) is done: drop it and move the floor."""
