@@ -121,6 +121,11 @@ class WorkerProcess:
                 await asyncio.sleep(0.2)
         raise TimeoutError(f"worker not ready within {limit}s; see {self.log_path}")
 
+    async def readyz(self) -> dict[str, Any]:
+        """The worker's /readyz answer: partitions owned, delivery and subscription figures."""
+        async with aiohttp.ClientSession() as session, session.get(self.url + "/readyz") as resp:
+            return await resp.json()
+
 
 def new_app_id() -> str:
     return "t" + uuid.uuid4().hex[:10]
@@ -283,6 +288,24 @@ async def wait_until(predicate: Callable[[], bool], limit: float, what: str, ste
             return
         await asyncio.sleep(step)
     raise AssertionError(f"timed out after {limit}s waiting for {what}")
+
+
+async def wait_until_read(
+    read: Callable[[], Awaitable[Any]],
+    check: Callable[[Any], bool],
+    limit: float,
+    what: str,
+    step: float = 0.1,
+) -> Any:
+    """Poll the awaitable `read` until `check` holds for its value; bounded by `limit` seconds."""
+    deadline = time.monotonic() + limit
+    value = None
+    while time.monotonic() < deadline:
+        value = await read()
+        if check(value):
+            return value
+        await asyncio.sleep(step)
+    raise AssertionError(f"timed out after {limit}s waiting for {what} (last: {value!r})")
 
 
 def first_copies(deliveries: list[Delivery]) -> list[Delivery]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-import aiohttp
 import pytest
 
 from tests.harness import Api, Delivery, Receiver, WorkerProcess, wait_until
@@ -16,8 +15,7 @@ BACKOFF = 15.0  # longer than a takeover (session timeout 6 s), so the new owner
 
 
 async def owned_partitions(worker: WorkerProcess) -> list[int]:
-    async with aiohttp.ClientSession() as session, session.get(worker.url + "/readyz") as resp:
-        return (await resp.json())["partitions"]
+    return (await worker.readyz())["partitions"]
 
 
 async def test_retry_survives_kill9_and_is_not_early(make_worker) -> None:

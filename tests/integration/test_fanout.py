@@ -5,19 +5,21 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import aiohttp
 import orjson
 import pytest
 
 from dispatcher.domain.events import copy_id
-from tests.harness import Api, Receiver, WorkerProcess, first_copies, wait_until
+from tests.harness import Api, Receiver, WorkerProcess, first_copies, wait_until, wait_until_read
 
 SUBSCRIBERS = 2000
 
 
 async def subscriptions_known(worker: WorkerProcess) -> int:
-    async with aiohttp.ClientSession() as session, session.get(worker.url + "/readyz") as resp:
-        return (await resp.json())["subscriptions"]["receivers"]
+    return (await worker.readyz())["subscriptions"]["receivers"]
+
+
+async def until_known(worker: WorkerProcess, at_least: int) -> None:
+    await wait_until_read(lambda: subscriptions_known(worker), lambda n: n >= at_least, 60, "subscriptions")
 
 
 async def create_many(api: Api, specs: list[dict[str, Any]]) -> None:
@@ -43,7 +45,7 @@ async def test_one_event_reaches_2000_subscribers_once_even_when_published_twice
         specs = [{"url": server.url(f"s{i}"), "id": f"sub{i}", "event_types": ["payment.succeeded"]}
                  for i in range(SUBSCRIBERS)]
         await create_many(api, specs)
-        await wait_until_async(lambda: subscriptions_known(worker), SUBSCRIBERS, 60)
+        await until_known(worker, SUBSCRIBERS)
 
         answer = await publish(api, event_type="payment.succeeded", payload={"amount": 5}, id="evt-a")
         assert answer == {"id": "evt-a", "event_type": "payment.succeeded", "receivers": SUBSCRIBERS}
@@ -64,17 +66,6 @@ async def test_one_event_reaches_2000_subscribers_once_even_when_published_twice
             ], "the replayed copy took no seq"
     finally:
         await server.stop()
-
-
-async def wait_until_async(read: Any, at_least: int, limit: float) -> None:
-    deadline = asyncio.get_running_loop().time() + limit
-    value = 0
-    while asyncio.get_running_loop().time() < deadline:
-        value = await read()
-        if value >= at_least:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out after {limit}s: {value} < {at_least}")
 
 
 EVENTS: list[tuple[str, str | None]] = [
@@ -105,7 +96,7 @@ async def test_patterns_and_tenants_pick_the_receivers(worker: WorkerProcess, ap
                 spec["tenant"] = tenant
             made = await api.create_receiver(**spec)
             assert made["tenant"] == tenant and made["event_types"] == types
-        await wait_until_async(lambda: subscriptions_known(worker), before + len(PATTERN_TABLE), 60)
+        await until_known(worker, before + len(PATTERN_TABLE))
         # Types and tenants of their own: the other test's subscribers listen to payment.succeeded only.
         for n, (event_type, tenant) in enumerate(EVENTS):
             event: dict[str, Any] = {"event_type": event_type, "payload": {"n": n}, "id": f"pt-e{n}"}

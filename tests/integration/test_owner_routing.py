@@ -5,14 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import aiohttp
-
 from tests.harness import Api, Receiver, WorkerProcess, wait_until
 
 
 async def owned(worker: WorkerProcess) -> set[int]:
-    async with aiohttp.ClientSession() as session, session.get(worker.url + "/readyz") as resp:
-        return set((await resp.json())["partitions"])
+    return set((await worker.readyz())["partitions"])
 
 
 async def two_workers(

@@ -3,14 +3,11 @@ and removes the subscriptions and table entries."""
 
 from __future__ import annotations
 
-import asyncio
-
-import aiohttp
 import orjson
 from aiokafka import AIOKafkaConsumer
 
 from dispatcher.broker import EmbeddedBroker
-from tests.harness import Api, Receiver, WorkerProcess, wait_until
+from tests.harness import Api, Receiver, WorkerProcess, wait_until, wait_until_read
 
 
 async def dead_letter_records(worker: WorkerProcess, broker_url: str, want: int) -> list[dict]:
@@ -41,21 +38,20 @@ async def test_delete_dead_letters_the_backlog_and_forgets_the_receiver(
         one = {"receiver_id": rid, "event_type": "t.x", "payload": {}}
         ids = await api.send_batch([one] * 5)
         await api.eventually_state(rid, lambda s: s["backlog"] == 5, 30, "5 buffered")
-        async with aiohttp.ClientSession() as session:
-            await wait_until_known(session, worker, 1)
+        await wait_until_known(worker, 1)
 
-            status, answer = await api.call("DELETE", f"/v1/receivers/{rid}")
-            assert (status, answer) == (200, {"id": rid, "deleted": True, "dead_lettered": 5})
-            letters = [r for r in await dead_letter_records(worker, broker.url, 5) if r["receiver_id"] == rid]
-            assert sorted((r["seq"], r["msg_id"], r["reason"]) for r in letters) == [
-                (n + 1, ids[n], "receiver_deleted") for n in range(5)
-            ]
-            assert (await api.call("GET", f"/v1/receivers/{rid}"))[0] == 404
-            status, answer = await api.call("POST", "/v1/messages", one)
-            assert status == 404 and answer["error"]["field"] == "receiver_id"
-            await wait_until_known(session, worker, 0)
-            status, answer = await api.call("POST", "/v1/events", {"event_type": "bye.now", "payload": {}})
-            assert (status, answer["receivers"]) == (202, 0), "unsubscribed everywhere"
+        status, answer = await api.call("DELETE", f"/v1/receivers/{rid}")
+        assert (status, answer) == (200, {"id": rid, "deleted": True, "dead_lettered": 5})
+        letters = [r for r in await dead_letter_records(worker, broker.url, 5) if r["receiver_id"] == rid]
+        assert sorted((r["seq"], r["msg_id"], r["reason"]) for r in letters) == [
+            (n + 1, ids[n], "receiver_deleted") for n in range(5)
+        ]
+        assert (await api.call("GET", f"/v1/receivers/{rid}"))[0] == 404
+        status, answer = await api.call("POST", "/v1/messages", one)
+        assert status == 404 and answer["error"]["field"] == "receiver_id"
+        await wait_until_known(worker, 0)
+        status, answer = await api.call("POST", "/v1/events", {"event_type": "bye.now", "payload": {}})
+        assert (status, answer["receivers"]) == (202, 0), "unsubscribed everywhere"
 
         # The id can be used again: a fresh receiver, seqs from 1.
         await api.create_receiver(server.url("again"), id=rid)
@@ -66,13 +62,10 @@ async def test_delete_dead_letters_the_backlog_and_forgets_the_receiver(
         await server.stop()
 
 
-async def wait_until_known(session: aiohttp.ClientSession, worker: WorkerProcess, count: int) -> None:
-    for _ in range(300):
-        async with session.get(worker.url + "/readyz") as resp:
-            if (await resp.json())["subscriptions"]["receivers"] == count:
-                return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"subscriptions never reached {count}")
+async def wait_until_known(worker: WorkerProcess, count: int) -> None:
+    await wait_until_read(
+        worker.readyz, lambda r: r["subscriptions"]["receivers"] == count, 30, f"{count} subscriptions"
+    )
 
 
 async def test_patch_changes_only_what_it_names_on_the_owner(api: Api) -> None:
