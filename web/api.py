@@ -67,8 +67,8 @@ async def create_receiver(request: web.Request) -> web.StreamResponse:
     if not dispatcher.is_local(rid):
         return await forward_to_owner(dispatcher, request, rid, {**body, "id": rid})
     state = dispatcher.store.load(rid)
-    if state is not None and state.deleting:
-        raise InvalidInput("id", "is being deleted; create it again once it is gone", "conflict", 409)
+    if state is not None and state.purging:  # the actor ignores a configure until that is done
+        raise InvalidInput("id", "is being deleted or reset; try again once that is done", "conflict", 409)
     return await apply_spec(dispatcher, rid, body, state.config if state is not None else None)
 
 
@@ -82,6 +82,8 @@ async def patch_receiver(request: web.Request) -> web.StreamResponse:
     state = dispatcher.store.load(rid)
     if state is None or state.deleting:
         raise InvalidInput("receiver_id", f"no receiver {rid!r}", code="not_found", status=404)
+    if state.resetting:
+        raise InvalidInput("receiver_id", "is being reset; try again once that is done", "conflict", 409)
     return await apply_spec(dispatcher, rid, patched_body(state.config, body), state.config)
 
 

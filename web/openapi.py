@@ -229,7 +229,7 @@ def build() -> dict[str, Any]:
                 "change the named fields",
                 {"200": answer("changed", ref("Receiver"))},
                 method_body=body(ref("ReceiverPatch")),
-                fail=(400, 401, 404, 422, 503, 504),
+                fail=(400, 401, 404, 409, 422, 503, 504),
             ),
             "delete": receiver_op(
                 "dead-letter the backlog and remove the receiver",
