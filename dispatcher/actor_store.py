@@ -1,14 +1,16 @@
 """Typed access to the actor table: state, backlog, dedup, dead letters, attempt log.
 
-Writes must run inside the stream iteration of the receiver's partition (Faust
-sends the changelog record to the partition of the current event). Reads work
-anywhere on the owning worker; scans read the partition's RocksDB directly.
+Every entry of a receiver lives in the receiver's partition (the partition of
+its id, as the requests topic's): reads and writes go to that partition's
+RocksDB, and writes to its changelog, through `ChangelogTable`. Only the
+receiver's actor writes (the stream that owns the partition, or an outcome
+applied under the runner's lock); reads work anywhere on the owning worker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 import orjson
 
@@ -19,28 +21,50 @@ ALL_ENTRIES = (keys.BACKLOG, keys.DEDUP, keys.DEDUP_ORDER, keys.DEAD, keys.ATTEM
 HISTORY = (keys.DEAD, keys.ATTEMPT, keys.RETAINED)
 
 
+class TableIO(Protocol):
+    """Per-partition reads and writes of the table (`ChangelogTable`)."""
+
+    def get(self, partition: int, key: bytes) -> bytes | None: ...
+
+    def put(self, partition: int, key: bytes, value: bytes) -> None: ...
+
+    def delete(self, partition: int, key: bytes) -> None: ...
+
+    def db(self, partition: int) -> Any: ...
+
+
 class ActorStore:
-    def __init__(self, table: Any) -> None:
-        self._table = table
+    def __init__(self, table: TableIO, partition_of: Callable[[str], int]) -> None:
+        self._io = table
+        self.partition_of = partition_of
+
+    def _get(self, receiver_id: str, key: bytes) -> bytes | None:
+        return self._io.get(self.partition_of(receiver_id), key)
+
+    def _put(self, receiver_id: str, key: bytes, value: bytes) -> None:
+        self._io.put(self.partition_of(receiver_id), key, value)
+
+    def _delete(self, receiver_id: str, key: bytes) -> None:
+        self._io.delete(self.partition_of(receiver_id), key)
 
     # state and backlog ---------------------------------------------------------
 
     def load(self, receiver_id: str) -> ReceiverState | None:
-        raw = self._table.data.get(keys.state_key(receiver_id))
+        raw = self._get(receiver_id, keys.state_key(receiver_id))
         return None if raw is None else ReceiverState.from_bytes(raw)
 
     def save(self, state: ReceiverState) -> None:
-        self._table[keys.state_key(state.receiver_id)] = state.to_bytes()
+        self._put(state.receiver_id, keys.state_key(state.receiver_id), state.to_bytes())
 
     def put_backlog(self, receiver_id: str, seq: int, encoded: bytes) -> None:
-        self._table[keys.backlog_key(receiver_id, seq)] = encoded
+        self._put(receiver_id, keys.backlog_key(receiver_id, seq), encoded)
 
     def get_backlog(self, receiver_id: str, seq: int) -> dict[str, Any] | None:
-        raw = self._table.data.get(keys.backlog_key(receiver_id, seq))
+        raw = self._get(receiver_id, keys.backlog_key(receiver_id, seq))
         return None if raw is None else orjson.loads(raw)
 
     def entry_size(self, receiver_id: str, seq: int) -> int:
-        raw = self._table.data.get(keys.backlog_key(receiver_id, seq))
+        raw = self._get(receiver_id, keys.backlog_key(receiver_id, seq))
         return 0 if raw is None else len(raw)
 
     def backlog_run(self, receiver_id: str, seq: int, count: int, max_bytes: int) -> list[dict[str, Any]]:
@@ -48,7 +72,7 @@ class ActorStore:
         entries: list[dict[str, Any]] = []
         total = 0
         for number in range(seq, seq + count):
-            raw = self._table.data.get(keys.backlog_key(receiver_id, number))
+            raw = self._get(receiver_id, keys.backlog_key(receiver_id, number))
             if raw is None or (entries and total + len(raw) > max_bytes):
                 break
             total += len(raw)
@@ -63,11 +87,11 @@ class ActorStore:
         """Take a settled message out of the backlog; with `settled_at`, keep it for catch-up reads."""
         key = keys.backlog_key(receiver_id, seq)
         if settled_at:
-            raw = self._table.data.get(key)
+            raw = self._get(receiver_id, key)
             if raw is not None:  # the stored bytes as they are: no decode, no copy of the payload's objects
                 kept = b'{"settled_at":%s,"entry":%s}' % (orjson.dumps(settled_at), raw)
-                self._table[keys.numbered_key(keys.RETAINED, receiver_id, seq)] = kept
-        del self._table[key]
+                self._put(receiver_id, keys.numbered_key(keys.RETAINED, receiver_id, seq), kept)
+        self._delete(receiver_id, key)
 
     def sweep_retained(self, receiver_id: str, partition: int, now: float, retain: float,
                        limit: int = 1000) -> float:
@@ -79,7 +103,7 @@ class ActorStore:
                 return expires
             if swept == limit:
                 return now  # more to do: come back at once
-            del self._table[key]
+            self._delete(receiver_id, key)
         return 0.0
 
     def messages_after(
@@ -113,23 +137,24 @@ class ActorStore:
         for kind in kinds:
             doomed += [key for key, _ in self._scan(partition, keys.prefix(kind, receiver_id))]
         for key in doomed:  # collected first: no deletes while RocksDB iterates
-            if key in self._table.data:
-                del self._table[key]
+            if self._io.get(partition, key) is not None:
+                self._io.delete(partition, key)
         return len(doomed)
 
     # dedup -------------------------------------------------------------------------
 
     def seen_seq(self, receiver_id: str, msg_id: str, now: float) -> int | None:
         """The seq a message id got within the dedup window, if any."""
-        raw = self._table.data.get(keys.dedup_key(receiver_id, msg_id))
+        raw = self._get(receiver_id, keys.dedup_key(receiver_id, msg_id))
         if raw is None:
             return None
         entry = orjson.loads(raw)
         return entry["seq"] if entry["exp"] > now else None
 
     def remember_id(self, receiver_id: str, msg_id: str, seq: int, expires_at: float) -> None:
-        self._table[keys.dedup_key(receiver_id, msg_id)] = orjson.dumps({"seq": seq, "exp": expires_at})
-        self._table[keys.numbered_key(keys.DEDUP_ORDER, receiver_id, seq)] = msg_id.encode()
+        entry = orjson.dumps({"seq": seq, "exp": expires_at})
+        self._put(receiver_id, keys.dedup_key(receiver_id, msg_id), entry)
+        self._put(receiver_id, keys.numbered_key(keys.DEDUP_ORDER, receiver_id, seq), msg_id.encode())
 
     def sweep_dedup(self, receiver_id: str, partition: int, now: float, limit: int = 1000) -> float:
         """Delete expired dedup entries, oldest seq first; return the next expiry (0: none left).
@@ -140,29 +165,29 @@ class ActorStore:
         entries = list(self._scan(partition, keys.prefix(keys.DEDUP_ORDER, receiver_id), limit + 1))
         for swept, (key, msg_id) in enumerate(entries):
             dedup_key = keys.dedup_key(receiver_id, msg_id.decode())
-            raw = self._table.data.get(dedup_key)
+            raw = self._get(receiver_id, dedup_key)
             entry = orjson.loads(raw) if raw is not None else None
             if entry is not None and entry["seq"] == keys.number_of(key) and entry["exp"] > now:
                 return float(entry["exp"])
             if swept == limit:
                 return now  # more to do: come back at once
             if entry is not None and entry["seq"] == keys.number_of(key):
-                del self._table[dedup_key]
-            del self._table[key]
+                self._delete(receiver_id, dedup_key)
+            self._delete(receiver_id, key)
         return 0.0
 
     # dead letters ------------------------------------------------------------------
 
     def put_dead_letter(self, receiver_id: str, seq: int, record: bytes) -> None:
-        self._table[keys.numbered_key(keys.DEAD, receiver_id, seq)] = record
+        self._put(receiver_id, keys.numbered_key(keys.DEAD, receiver_id, seq), record)
 
     def trim_dead_letters(self, receiver_id: str, partition: int, keep: int) -> None:
         entries = [key for key, _ in self._scan(partition, keys.prefix(keys.DEAD, receiver_id))]
         for key in entries[: max(0, len(entries) - keep)]:
-            del self._table[key]
+            self._delete(receiver_id, key)
 
     def dead_letter(self, receiver_id: str, seq: int) -> dict[str, Any] | None:
-        raw = self._table.data.get(keys.numbered_key(keys.DEAD, receiver_id, seq))
+        raw = self._get(receiver_id, keys.numbered_key(keys.DEAD, receiver_id, seq))
         return None if raw is None else orjson.loads(raw)
 
     def dead_letters(
@@ -175,15 +200,15 @@ class ActorStore:
     # attempt log --------------------------------------------------------------------
 
     def log_attempt(self, receiver_id: str, number: int, keep: int, record: bytes) -> None:
-        self._table[keys.numbered_key(keys.ATTEMPT, receiver_id, number)] = record
+        self._put(receiver_id, keys.numbered_key(keys.ATTEMPT, receiver_id, number), record)
         if number > keep:
-            del self._table[keys.numbered_key(keys.ATTEMPT, receiver_id, number - keep)]
+            self._delete(receiver_id, keys.numbered_key(keys.ATTEMPT, receiver_id, number - keep))
 
     def attempts(self, receiver_id: str, newest: int, limit: int) -> list[dict[str, Any]]:
         """Up to `limit` attempts, newest first, counting down from attempt `newest`."""
         out = []
         for number in range(newest, max(0, newest - limit), -1):
-            raw = self._table.data.get(keys.numbered_key(keys.ATTEMPT, receiver_id, number))
+            raw = self._get(receiver_id, keys.numbered_key(keys.ATTEMPT, receiver_id, number))
             if raw is None:
                 break
             out.append(orjson.loads(raw))
@@ -194,7 +219,7 @@ class ActorStore:
     def _scan(
         self, partition: int, prefix: bytes, limit: int | None = None, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
-        db = self._table.data._db_for_partition(partition)  # Faust has no public per-partition scan
+        db = self._io.db(partition)
         for count, (key, value) in enumerate(db.items(from_key=start or prefix)):
             if not key.startswith(prefix) or (limit is not None and count >= limit):
                 return

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import aiokafka
@@ -290,6 +290,12 @@ class _Producer(faust_aiokafka.Producer):
         buffer.app = self.buffer.app
         self.buffer = buffer
 
+    async def flush(self) -> None:
+        """The app's own buffered writes first (the actor table's changelog), then Faust's and aiokafka's."""
+        for hook in self.app.flush_hooks:
+            await hook()
+        await super().flush()
+
 
 class _Transport(faust_aiokafka.Transport):
     Consumer = _Consumer
@@ -302,6 +308,11 @@ class DispatcherApp(faust.App):
     fetch_max_wait_ms: int = 1500
     highwaters_by_fetch: bool = False
     contiguous_changelogs: bool = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Awaited before every flush of the producer (so before every offset commit).
+        self.flush_hooks: list[Callable[[], Awaitable[None]]] = []
 
     def _new_transport(self) -> Any:
         return _Transport(self.conf.broker_consumer, self)

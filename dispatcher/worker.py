@@ -10,7 +10,6 @@ from typing import Any
 
 import faust
 import orjson
-from aiokafka.partitioner import murmur2
 from yarl import URL
 
 from .actor_runner import ActorRunner
@@ -21,9 +20,11 @@ from .domain.records import WAKE_RECORD, Outcome, encode_outcome
 from .fanout import register_fanout_agent
 from .kafka_transport import client_options
 from .ownership import Ownership
+from .partitioning import partitioner
 from .settings import Settings
 from .slow_lane import Pacer, SlowLane
 from .subscription_feed import SubscriptionFeed
+from .table_writer import ChangelogTable
 from .target_guard import TargetGuard
 from .timers import PartitionTimers
 from .topology import Topology, build_topology, topic_names
@@ -57,7 +58,9 @@ class Dispatcher:
         )
         self.timers = PartitionTimers(self._send_wake, settings.timer_resolution)
         policy = settings.policy()
-        self.store = ActorStore(self.topology.actors)
+        self.partition_of = partitioner(settings.partitions)
+        self.table = ChangelogTable(self.topology.actors)
+        self.store = ActorStore(self.table, self.partition_of)
         self.slow_lane = SlowLane(Pacer(settings.slow_lane_rate))
         self.deliverer = Deliverer(
             transport,
@@ -85,6 +88,8 @@ class Dispatcher:
         register_actor_agent(app, source, self.names["commands"], self.runner)
         register_fanout_agent(app, self.topology.events, self.feed, self.produce_requests)
         app.task(self._run_feed)
+        app.task(self.table.run)
+        app.flush_hooks.append(self.table.flush)
         app.task(self._run_slow_lane)
         self.topology.actors.on_recover(self.ownership.on_recovered)
         app.on_partitions_revoked.connect(self.ownership.on_revoked)
@@ -141,14 +146,6 @@ class Dispatcher:
         await _send(self.topology.dead_letters, receiver_id, record)
 
     # ownership ----------------------------------------------------------------
-
-    def partition_of(self, receiver_id: str) -> int:
-        """The partition Kafka's default partitioner gives this key (as the producer does).
-
-        Computed here rather than from the producer's metadata, which only
-        covers topics the producer has sent to lately.
-        """
-        return (murmur2(receiver_id.encode()) & 0x7FFFFFFF) % self.settings.partitions
 
     def owner_url(self, receiver_id: str) -> URL | None:
         """The web URL of the worker that owns this receiver, or None if unknown."""
@@ -211,11 +208,23 @@ def prepare_data_dir(data_dir: Path) -> None:
         shutil.rmtree(tables)
 
 
+class _Worker(faust.Worker):
+    """Faust's worker without its terminal spinner.
+
+    For a level of WARN or above the spinner sets the root logger to DEBUG, so
+    every debug call of Faust and aiokafka (several per record) built a log
+    record only for the spinner to drop it; that cost more CPU than the actor.
+    """
+
+    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+        self.spinner = None
+
+
 def run_worker(settings: Settings) -> int:
     """Run one worker until SIGINT/SIGTERM; return the exit code."""
     prepare_data_dir(settings.data_dir)
     dispatcher = Dispatcher(settings)
-    worker = faust.Worker(dispatcher.app, loglevel=settings.log_level.upper(), quiet=True)
+    worker = _Worker(dispatcher.app, loglevel=settings.log_level.upper(), quiet=True)
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:

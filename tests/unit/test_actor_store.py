@@ -1,7 +1,6 @@
 """The actor table's layout on a real RocksDB: dedup sweep, dead letters, attempt log.
 
-Faust's table is replaced by the two things the store uses of it: item writes and
-deletes, and its per-partition RocksDB (`data._db_for_partition`).
+`ChangelogTable` is replaced by one partition's RocksDB without a changelog.
 """
 
 from __future__ import annotations
@@ -18,27 +17,26 @@ from dispatcher.actor_store import ActorStore
 
 class OnePartitionTable:
     def __init__(self, path: Path) -> None:
-        self.db = Rdict(str(path))
-        self.data = self
+        self.rdict = Rdict(str(path))
 
-    def get(self, key: bytes) -> bytes | None:
-        return self.db.get(key)
+    def get(self, partition: int, key: bytes) -> bytes | None:
+        return self.rdict.get(key)
 
-    def _db_for_partition(self, partition: int) -> Rdict:
-        return self.db
+    def db(self, partition: int) -> Rdict:
+        return self.rdict
 
-    def __setitem__(self, key: bytes, value: bytes) -> None:
-        self.db[key] = value
+    def put(self, partition: int, key: bytes, value: bytes) -> None:
+        self.rdict[key] = value
 
-    def __delitem__(self, key: bytes) -> None:
-        del self.db[key]
+    def delete(self, partition: int, key: bytes) -> None:
+        del self.rdict[key]
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[ActorStore]:
     table = OnePartitionTable(tmp_path / "db")
-    yield ActorStore(table)
-    table.db.close()
+    yield ActorStore(table, lambda receiver_id: 0)
+    table.rdict.close()
 
 
 def test_dedup_sweep_deletes_expired_ids_in_seq_order(store: ActorStore) -> None:

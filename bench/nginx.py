@@ -1,0 +1,133 @@
+"""Debian's nginx as the benchmarks' receiver: answers 200 on 127.0.0.1, logs every request.
+
+The binary is unpacked from Debian's package into `bench/.tools/` (`apt-get
+download` + `dpkg-deb -x`): nothing is installed system-wide and no service is
+started. Each request's log line carries nginx's arrival time (`$msec`: epoch
+seconds with millisecond resolution), the path, `webhook-id` and
+`webhook-sequence`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+TOOLS = Path(__file__).parent / ".tools"
+BINARY = TOOLS / "nginx" / "usr" / "sbin" / "nginx"
+
+CONFIG = """\
+worker_processes 1;
+daemon off;
+master_process off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 8192; multi_accept on; }}
+http {{
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    keepalive_requests 1000000;
+    keepalive_timeout 120s;
+    client_body_buffer_size 1m;
+    client_max_body_size 8m;
+    log_format hooks '$msec $uri $http_webhook_id $http_webhook_sequence';
+    access_log {prefix}/access.log hooks buffer=256k flush=50ms;
+    server {{
+        listen 127.0.0.1:{port} backlog=4096 reuseport;
+        location / {{ return 200 "ok"; }}
+    }}
+}}
+"""
+
+
+def ensure_nginx() -> Path:
+    """The nginx binary, unpacked from Debian's package on first use."""
+    if BINARY.exists():
+        return BINARY
+    found = shutil.which("nginx")
+    if found:
+        return Path(found)
+    TOOLS.mkdir(parents=True, exist_ok=True)
+    print("unpacking Debian's nginx into bench/.tools (apt-get download)", flush=True)
+    download = ["apt-get", "download", "nginx"]
+    if subprocess.run(download, cwd=TOOLS, capture_output=True).returncode != 0:
+        subprocess.run(["apt-get", "update", "-qq"], check=True, capture_output=True)
+        subprocess.run(download, cwd=TOOLS, check=True, capture_output=True)
+    [deb] = sorted(TOOLS.glob("nginx_*.deb"))
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(TOOLS / "nginx")], check=True)
+    deb.unlink()
+    return BINARY
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    at: float  # arrival, epoch seconds (1 ms resolution)
+    path: str
+    msg_id: str
+    seq: int
+
+
+class NginxReceiver:
+    """One nginx process (started and stopped here, by PID) on 127.0.0.1:port."""
+
+    def __init__(self, prefix: Path, port: int) -> None:
+        self.prefix = prefix
+        self.port = port
+        self.log_path = prefix / "access.log"
+        self._process: subprocess.Popen[bytes] | None = None
+        self._read_at = 0
+        self._partial = b""
+        self.hits: list[Hit] = []
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{path}"
+
+    def start(self) -> NginxReceiver:
+        binary = ensure_nginx()
+        self.prefix.mkdir(parents=True, exist_ok=True)
+        conf = self.prefix / "nginx.conf"
+        conf.write_text(CONFIG.format(prefix=self.prefix, port=self.port))
+        self._process = subprocess.Popen(
+            [str(binary), "-p", str(self.prefix), "-c", str(conf)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # bounded: listening within 10 s or fail
+            if self._process.poll() is not None:
+                raise RuntimeError(f"nginx exited; see {self.prefix / 'error.log'}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
+                return self
+            time.sleep(0.05)
+        raise TimeoutError("nginx did not listen within 10 s")
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGQUIT)  # graceful: flushes the access log
+            try:
+                self._process.wait(10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(10)
+
+    def read(self) -> list[Hit]:
+        """Every request logged so far (the log is flushed every 50 ms), in arrival order."""
+        if not self.log_path.exists():
+            return self.hits
+        with self.log_path.open("rb") as f:
+            f.seek(self._read_at)
+            chunk = f.read()
+        self._read_at += len(chunk)
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()
+        for line in lines:
+            at, path, msg_id, seq = line.decode().split(" ")
+            self.hits.append(Hit(float(at), path.lstrip("/"), msg_id, int(seq) if seq.isdigit() else 0))
+        return self.hits

@@ -1,0 +1,588 @@
+"""The benchmark suite: throughput, latency, CPU, memory and recovery, beside the bare-aiohttp ceiling.
+
+One run on this machine: the embedded broker, one worker and Debian's nginx on
+127.0.0.1 as the receiver (it logs each request's arrival, path, webhook-id and
+sequence). Scenarios, in order:
+
+1. ceiling   bare aiohttp POSTing the same bodies to the same receiver paths, one
+             request in flight per receiver path (the order an ordered receiver needs)
+2. drain     N messages of 1 KiB to R ordered receivers, produced to the requests
+             topic while no worker runs; first to last delivery, worker CPU, order
+3. latency   paced messages through `POST /v1/messages`; receiver arrival - API answer
+4. ingest    messages accepted per second through `POST /v1/messages/batch`
+5. memory    worker RSS with 0, and then more, registered idle receivers, and with
+             one (paused) receiver holding a backlog
+6. recovery  kill -9 the worker holding the registered receivers, start another:
+             seconds to the first delivery and to every partition recovered
+
+Figures are printed, never asserted; the JSON of every run goes to bench/results/.
+
+    python -m bench                      # the full run (about 15 minutes)
+    python -m bench --quick              # tiny sizes, a smoke run of a minute
+    python -m bench --only drain,latency
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+from aiokafka import AIOKafkaProducer
+from aiokafka.partitioner import murmur2
+
+from dispatcher.broker import EmbeddedBroker, free_port
+from dispatcher.domain.ids import new_id
+from dispatcher.domain.records import Message, ReceiverConfig, encode_message_record, encode_upsert_record
+from tests.harness import Api, WorkerProcess, new_app_id
+
+from .nginx import Hit, NginxReceiver
+
+RESULTS = Path(__file__).parent / "results"
+SCENARIOS = ("ceiling", "drain", "latency", "ingest", "memory", "recovery")
+TICKS = os.sysconf("SC_CLK_TCK")
+PARTITIONS = 8  # the worker's default
+
+FULL = {"messages": 20_000, "receivers": 1_000, "body_bytes": 1024, "rate": 200, "seconds": 10.0,
+        "ingest_messages": 50_000, "idle_receivers": [100_000, 1_000_000], "backlog": 100_000,
+        "recovery_receivers": 100_000, "repeats": 3}
+QUICK = {"messages": 400, "receivers": 20, "body_bytes": 1024, "rate": 50, "seconds": 1.0,
+         "ingest_messages": 2_000, "idle_receivers": [500], "backlog": 500,
+         "recovery_receivers": 300, "repeats": 1}
+
+
+def progress(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+def spread(values: list[float], digits: int = 1) -> dict[str, float]:
+    """min / median / max of repeats."""
+    return {"min": round(min(values), digits), "median": round(statistics.median(values), digits),
+            "max": round(max(values), digits), "runs": len(values)}
+
+
+def percentiles_ms(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    if not ordered:
+        return {"n": 0}
+
+    def pct(p: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000, 2)
+
+    return {"n": len(ordered), "p50_ms": pct(0.50), "p95_ms": pct(0.95), "p99_ms": pct(0.99),
+            "max_ms": round(ordered[-1] * 1000, 2)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def body_of(size: int) -> dict[str, Any]:
+    """A payload whose JSON request body is about `size` bytes."""
+    return {"invoice": "in_" + "x" * max(0, size - 120), "amount": 4200, "currency": "eur"}
+
+
+def order_report(hits: list[Hit], expected: dict[str, int]) -> dict[str, int]:
+    """Lost, duplicate and out-of-order deliveries; `expected` is messages per path."""
+    seen: set[str] = set()
+    last: dict[str, int] = {}
+    duplicates = out_of_order = 0
+    for hit in hits:
+        if hit.msg_id in seen:
+            duplicates += 1
+            continue
+        seen.add(hit.msg_id)
+        if hit.seq != last.get(hit.path, 0) + 1:
+            out_of_order += 1
+        last[hit.path] = hit.seq
+    return {"delivered": len(seen), "lost": sum(expected.values()) - len(seen),
+            "duplicates": duplicates, "out_of_order": out_of_order}
+
+
+async def wait_for(check: Callable[[], bool], limit: float, what: str, step: float = 0.02) -> bool:
+    """Poll until `check()`; bounded by `limit` seconds. False (and a line) on time-out."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        await asyncio.sleep(step)
+    progress(f"gave up waiting for {what} after {limit:.0f}s")
+    return False
+
+
+class Bench:
+    """The shared parts of a run: broker, nginx, temp dirs, and the worker being measured."""
+
+    def __init__(self, args: argparse.Namespace, sizes: dict[str, Any]) -> None:
+        self.args = args
+        self.sizes = sizes
+        self.tmp = Path(tempfile.mkdtemp(prefix="bench-"))
+        self.broker = EmbeddedBroker(free_port())
+        self.nginx = NginxReceiver(self.tmp / "nginx", free_port())
+        self.workers: list[WorkerProcess] = []
+        self.app_id = ""
+
+    def start(self) -> None:
+        self.broker.start(str(self.tmp / "broker.log"))
+        self.nginx.start()
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        self.nginx.stop()
+        self.broker.stop()
+
+    def worker(self, app_id: str, data: str, **env: str) -> WorkerProcess:
+        worker = WorkerProcess(
+            self.broker.url, app_id, self.tmp / data, self.tmp / f"{data}.log",
+            {"DISPATCHER_ALLOW_TARGETS": "127.0.0.1/32", "DISPATCHER_LOG_LEVEL": "warning",
+             "DISPATCHER_HOST_LIMIT": "4096", "DISPATCHER_RETRY_SCHEDULE": "1s,5s,30s",
+             "DISPATCHER_MAX_ATTEMPTS": "0", "DISPATCHER_RETAIN_SECONDS": "0", **env},
+        ).start()
+        self.workers.append(worker)
+        return worker
+
+    def producer(self) -> AIOKafkaProducer:
+        host = self.broker.url.removeprefix("kafka://")
+        return AIOKafkaProducer(bootstrap_servers=host, acks="all", linger_ms=5, max_batch_size=1 << 20,
+                                max_request_size=8 << 20)
+
+    async def register(self, app_id: str, worker: WorkerProcess, count: int, path: str = "r",
+                       start: int = 0) -> list[str]:
+        """Register `count` receivers by producing their upsert records (the API's) straight to Kafka."""
+        ids = [f"rcv_b{start + i:08d}" for i in range(count)]
+        now = time.time()
+        async with self.producer() as producer:
+            pending = []
+            for i, rid in enumerate(ids):
+                config = ReceiverConfig(rid, self.nginx.url(f"{path}{start + i}"), "whsec_" + "A" * 32,
+                                        created_at=now)
+                pending.append(await producer.send(f"{app_id}.requests", encode_upsert_record(config),
+                                                   rid.encode()))
+                if len(pending) >= 20_000:
+                    await asyncio.gather(*pending)
+                    pending.clear()
+                    progress(f"  {i + 1:,} of {count:,} receivers produced")
+            await asyncio.gather(*pending)
+        target = start + count
+        done = await wait_for_read(
+            lambda: worker.readyz(), lambda r: r["subscriptions"]["receivers"] >= target,
+            max(60.0, count / 500), f"{count:,} receivers applied",
+            lambda r: progress(f"  {r['subscriptions']['receivers']:,} of {target:,} receivers applied"),
+        )
+        if not done:
+            raise RuntimeError(f"receivers not applied; see {worker.log_path}")
+        return ids
+
+    async def produce_messages(self, app_id: str, targets: list[str], per_receiver: int,
+                               payload: dict[str, Any]) -> dict[str, int]:
+        """`per_receiver` messages to each target, round-robin, straight to the requests topic."""
+        counts = dict.fromkeys(targets, 0)
+        async with self.producer() as producer:
+            pending = []
+            for n in range(per_receiver):
+                for rid in targets:
+                    msg = Message(new_id("msg"), rid, "bench.drain", payload, {}, time.time())
+                    pending.append(await producer.send(f"{app_id}.requests", encode_message_record(msg),
+                                                       rid.encode()))
+                    counts[rid] += 1
+                if len(pending) >= 10_000:
+                    await asyncio.gather(*pending)
+                    pending.clear()
+                    progress(f"  {(n + 1) * len(targets):,} messages produced")
+            await asyncio.gather(*pending)
+        return counts
+
+
+async def wait_for_read(
+    read: Callable[[], Awaitable[Any]], check: Callable[[Any], bool], limit: float, what: str,
+    report: Callable[[Any], None] | None = None, every: float = 10.0,
+) -> bool:
+    """Poll `read()` until `check` holds; prints progress every `every` s; bounded by `limit` s."""
+    deadline = time.monotonic() + limit
+    said = time.monotonic()
+    while time.monotonic() < deadline:
+        with contextlib.suppress(aiohttp.ClientError):
+            value = await read()
+            if check(value):
+                return True
+            if report is not None and time.monotonic() - said > every:
+                report(value)
+                said = time.monotonic()
+        await asyncio.sleep(0.1)
+    progress(f"gave up waiting for {what} after {limit:.0f}s")
+    return False
+
+
+# scenarios ---------------------------------------------------------------------------
+
+
+async def ceiling(bench: Bench) -> dict[str, Any]:
+    """Bare aiohttp: the same bodies to the same paths, one in flight per path, no broker, no signing."""
+    n, r = bench.sizes["messages"], bench.sizes["receivers"]
+    body = orjson.dumps({"type": "bench.drain", "timestamp": "2026-01-01T00:00:00Z",
+                         "data": body_of(bench.sizes["body_bytes"])})
+    runs = []
+    for repeat in range(bench.sizes["repeats"]):
+        connector = aiohttp.TCPConnector(limit=r, limit_per_host=r)
+        async with aiohttp.ClientSession(connector=connector) as session:
+
+            async def one_path(i: int, per: int, repeat: int = repeat) -> None:
+                url = bench.nginx.url(f"ceiling{repeat}_{i}")
+                for seq in range(1, per + 1):
+                    headers = {"content-type": "application/json", "webhook-id": f"c{repeat}_{i}_{seq}",
+                               "webhook-sequence": str(seq)}
+                    async with session.post(url, data=body, headers=headers) as resp:
+                        await resp.read()
+                        assert resp.status == 200
+
+            cpu0, t0 = time.process_time(), time.perf_counter()
+            await asyncio.gather(*(one_path(i, n // r) for i in range(r)))
+            elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        runs.append({"per_s": (n // r * r) / elapsed, "cpu_s_per_1000": cpu / (n // r * r) * 1000})
+        progress(f"  ceiling run {repeat + 1}: {runs[-1]['per_s']:,.0f}/s")
+    return {"messages": n // r * r, "receivers": r,
+            "per_s": spread([x["per_s"] for x in runs], 0),
+            "client_cpu_s_per_1000": spread([x["cpu_s_per_1000"] for x in runs], 3)}
+
+
+async def drain_once(bench: Bench, repeat: int) -> tuple[dict[str, Any], WorkerProcess, list[str], str]:
+    """One drain run: register, stop the worker, produce the backlog, start a worker, time the drain."""
+    n, r = bench.sizes["messages"], bench.sizes["receivers"]
+    app_id = new_app_id()
+    worker = bench.worker(app_id, f"drain{repeat}")
+    await worker.wait_ready()
+    prefix = f"drain{repeat}_"
+    ids = await bench.register(app_id, worker, r, path=prefix)
+    worker.stop()
+    progress(f"  drain run {repeat + 1}: producing {n:,} messages to {r:,} receivers, no worker running")
+    counts = await bench.produce_messages(app_id, ids, n // r, body_of(bench.sizes["body_bytes"]))
+    total = sum(counts.values())
+    first_hit = len(bench.nginx.read())
+    worker = bench.worker(app_id, f"drain{repeat}")  # the same data dir: a restart
+    assert worker.process is not None
+    pid = worker.process.pid
+
+    def mine() -> list[Hit]:
+        return [h for h in bench.nginx.read()[first_hit:] if h.path.startswith(prefix)]
+
+    await wait_for(lambda: bool(mine()), 120, "the first delivery", 0.005)
+    cpu_first = cpu_seconds(pid)
+    await wait_for(lambda: len({h.msg_id for h in mine()}) >= total, 600, "the drain")
+    cpu_last = cpu_seconds(pid)
+    await asyncio.sleep(0.2)  # the access log flushes every 50 ms
+    hits = mine()
+    firsts: dict[str, Hit] = {}
+    for h in hits:
+        firsts.setdefault(h.msg_id, h)
+    span = max(h.at for h in firsts.values()) - min(h.at for h in firsts.values())
+    expected = {f"{prefix}{i}": c for i, c in enumerate(counts.values())}
+    run = {"per_s": len(firsts) / max(span, 1e-3), "seconds": round(span, 3),
+           "cpu_s_per_1000": (cpu_last - cpu_first) / max(len(firsts), 1) * 1000,
+           **order_report(hits, expected)}
+    progress(f"  drain run {repeat + 1}: {run['per_s']:,.0f}/s, {run['cpu_s_per_1000']:.3f} CPU s/1000, "
+             f"lost {run['lost']}, out of order {run['out_of_order']}")
+    return run, worker, ids, app_id
+
+
+async def drain(bench: Bench, result: dict[str, Any]) -> dict[str, Any]:
+    """A backlog produced while no worker runs, drained by a worker that starts on it."""
+    runs = []
+    for repeat in range(bench.sizes["repeats"]):
+        run, worker, ids, app_id = await drain_once(bench, repeat)
+        runs.append(run)
+        if repeat == bench.sizes["repeats"] - 1:  # the latency and ingest scenarios go on with it
+            bench.app_id, bench.drain_worker, bench.drain_ids = app_id, worker, ids  # type: ignore[attr-defined]
+        else:
+            worker.stop()
+    n, r = bench.sizes["messages"], bench.sizes["receivers"]
+    out = {"messages": n // r * r, "receivers": r,
+           "per_s": spread([x["per_s"] for x in runs], 0),
+           "cpu_s_per_1000": spread([x["cpu_s_per_1000"] for x in runs], 3),
+           "lost": sum(x["lost"] for x in runs), "out_of_order": sum(x["out_of_order"] for x in runs),
+           "duplicates": sum(x["duplicates"] for x in runs), "runs": runs}
+    if "ceiling" in result:
+        out["ratio_to_ceiling"] = round(out["per_s"]["median"] / result["ceiling"]["per_s"]["median"], 3)
+    return out
+
+
+async def running_worker(bench: Bench, receivers: int) -> tuple[WorkerProcess, list[str]]:
+    """The drain's worker and receivers if it ran, else a fresh worker with `receivers` receivers."""
+    if hasattr(bench, "drain_worker"):
+        return bench.drain_worker, bench.drain_ids  # type: ignore[attr-defined]
+    app_id = new_app_id()
+    worker = bench.worker(app_id, "paced")
+    await worker.wait_ready()
+    ids = await bench.register(app_id, worker, receivers, path="paced_")
+    bench.app_id, bench.drain_worker, bench.drain_ids = app_id, worker, ids  # type: ignore[attr-defined]
+    return worker, ids
+
+
+async def latency(bench: Bench) -> dict[str, Any]:
+    """`rate` messages a second through POST /v1/messages for `seconds`, round-robin over the receivers."""
+    worker, ids = await running_worker(bench, bench.sizes["receivers"])
+    rate, seconds = bench.sizes["rate"], bench.sizes["seconds"]
+    api = Api(worker.url)
+    answered: dict[str, tuple[float, float]] = {}  # msg id -> (call start, 202 received)
+    payload = body_of(bench.sizes["body_bytes"])
+    start_hits = len(bench.nginx.read())
+    try:
+        async def send(n: int) -> None:
+            rid = ids[n % len(ids)]
+            msg_id = f"lat_{n}"
+            body = {"receiver_id": rid, "event_type": "bench.paced", "payload": payload, "id": msg_id}
+            t0 = time.time()
+            status, _ = await api.call("POST", "/v1/messages", body)
+            if status == 202:
+                answered[msg_id] = (t0, time.time())
+
+        tasks = []
+        t_start = time.monotonic()
+        for n in range(int(rate * seconds)):  # bounded: rate x seconds sends
+            await asyncio.sleep(max(0.0, t_start + n / rate - time.monotonic()))
+            tasks.append(asyncio.create_task(send(n)))
+        await asyncio.gather(*tasks)
+
+        def arrived() -> dict[str, Hit]:
+            found: dict[str, Hit] = {}
+            for h in bench.nginx.read()[start_hits:]:
+                if h.msg_id in answered:
+                    found.setdefault(h.msg_id, h)
+            return found
+
+        await wait_for(lambda: len(arrived()) >= len(answered), 60, "paced deliveries")
+        await asyncio.sleep(0.2)
+        found = arrived()
+    finally:
+        await api.close()
+    # nginx's $msec is truncated to the millisecond: take the middle of that millisecond.
+    from_answer = [found[m].at + 0.0005 - answered[m][1] for m in found]
+    from_call = [found[m].at + 0.0005 - answered[m][0] for m in found]
+    api_ms = [(b - a) for a, b in answered.values()]
+    return {"rate": rate, "seconds": seconds, "sent": int(rate * seconds), "accepted": len(answered),
+            "delivered": len(found), "from_api_answer": percentiles_ms(from_answer),
+            "from_api_call": percentiles_ms(from_call), "api_answer": percentiles_ms(api_ms)}
+
+
+async def post_batches(url: str, batches: list[list[dict[str, Any]]], callers: int) -> float:
+    """POST every batch, `callers` calls at a time; return the seconds it took."""
+    api = Api(url)
+    queue = list(batches)
+
+    async def caller() -> None:
+        while queue:
+            await api.send_batch(queue.pop())
+
+    try:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(caller() for _ in range(callers)))
+        return time.perf_counter() - t0
+    finally:
+        await api.close()
+
+
+async def ingest(bench: Bench) -> dict[str, Any]:
+    """Messages accepted per second through POST /v1/messages/batch (1,000 a call, 4 calls at once)."""
+    worker, ids = await running_worker(bench, bench.sizes["receivers"])
+    total = bench.sizes["ingest_messages"]
+    payload = body_of(bench.sizes["body_bytes"])
+    runs = []
+    expected = len(bench.nginx.read())
+    for repeat in range(bench.sizes["repeats"]):
+        expected += total
+        batches = [[{"receiver_id": ids[(b * 1000 + i) % len(ids)], "event_type": "bench.ingest",
+                     "payload": payload} for i in range(1000)] for b in range(max(1, total // 1000))]
+        runs.append(len(batches) * 1000 / await post_batches(worker.url, batches, 4))
+        progress(f"  ingest run {repeat + 1}: {runs[-1]:,.0f} accepted/s")
+    # Let the worker deliver what was accepted before the next scenario measures it.
+    limit = max(120, total / 200)
+    await wait_for(lambda: len(bench.nginx.read()) >= expected, limit, "the ingested messages")
+    return {"messages": total, "batch": 1000, "concurrent_calls": 4, "accepted_per_s": spread(runs, 0)}
+
+
+async def memory(bench: Bench) -> dict[str, Any]:
+    """Worker RSS with 0, then more, idle registered receivers; then one paused receiver's backlog."""
+    app_id = new_app_id()
+    worker = bench.worker(app_id, "memory")
+    await worker.wait_ready()
+    assert worker.process is not None
+    pid = worker.process.pid
+    await asyncio.sleep(2)
+    points = [{"receivers": 0, "rss_mb": round(rss_bytes(pid) / 2**20, 1)}]
+    progress(f"  RSS with no receivers: {points[0]['rss_mb']} MB")
+    registered = 0
+    for target in bench.sizes["idle_receivers"]:
+        await bench.register(app_id, worker, target - registered, path="idle", start=registered)
+        registered = target
+        await asyncio.sleep(2)
+        points.append({"receivers": target, "rss_mb": round(rss_bytes(pid) / 2**20, 1)})
+        progress(f"  RSS with {target:,} idle receivers: {points[-1]['rss_mb']} MB")
+    for p in points[1:]:
+        p["bytes_per_receiver"] = round((p["rss_mb"] - points[0]["rss_mb"]) * 2**20 / p["receivers"])
+    # One receiver, paused, takes a backlog.
+    api = Api(worker.url)
+    try:
+        holder = (await api.create_receiver(bench.nginx.url("backlog")))["id"]
+        status, _ = await api.call("POST", f"/v1/receivers/{holder}/pause", {"reason": "bench"})
+        assert status == 200
+        await asyncio.sleep(1)
+        before = rss_bytes(pid)
+        count = bench.sizes["backlog"]
+        t0 = time.perf_counter()
+        await bench.produce_messages(app_id, [holder], count, body_of(bench.sizes["body_bytes"]))
+        done = await wait_for_read(
+            lambda: api.state(holder), lambda s: s["backlog"] >= count, max(120.0, count / 50),
+            "the backlog taken in", lambda s: progress(f"  backlog {s['backlog']:,} of {count:,}"),
+        )
+        intake_s = time.perf_counter() - t0
+        await asyncio.sleep(2)
+        after = rss_bytes(pid)
+    finally:
+        await api.close()
+    worker.stop()
+    return {"idle": points, "backlog": {"messages": count, "taken_in": done, "intake_s": round(intake_s, 1),
+                                        "intake_per_s": round(count / intake_s),
+                                        "rss_before_mb": round(before / 2**20, 1),
+                                        "added_mb": round((after - before) / 2**20, 1)}}
+
+
+async def recovery(bench: Bench) -> dict[str, Any]:
+    """kill -9 a worker holding `recovery_receivers` receivers; a new worker on the same disk takes over."""
+    count = bench.sizes["recovery_receivers"]
+    app_id = new_app_id()
+    worker = bench.worker(app_id, "recovery")
+    await worker.wait_ready()
+    ids = await bench.register(app_id, worker, count, path="rec_")
+    worker.kill9()
+    killed = time.time()
+    progress(f"  killed the worker holding {count:,} receivers; starting another")
+    start_hits = len(bench.nginx.read())
+    # One message to a receiver in each partition, waiting while no worker runs.
+    targets: dict[int, str] = {}
+    for rid in ids:
+        targets.setdefault((murmur2(rid.encode()) & 0x7FFFFFFF) % PARTITIONS, rid)
+    await bench.produce_messages(app_id, list(targets.values()), 1, body_of(256))
+    new = bench.worker(app_id, "recovery")
+    started = time.time()
+    await wait_for(lambda: any(h.path.startswith("rec_") for h in bench.nginx.read()[start_hits:]), 300,
+                   "the first delivery after kill -9", 0.005)
+    first = min((h.at for h in bench.nginx.read()[start_hits:] if h.path.startswith("rec_")), default=None)
+    await new.wait_ready(600)
+    ready = time.time()
+    return {"receivers": count, "session_timeout_s": float(new.env().get("DISPATCHER_SESSION_TIMEOUT", 10)),
+            "first_delivery_after_kill_s": round(first - killed, 2) if first else None,
+            "first_delivery_after_start_s": round(first - started, 2) if first else None,
+            "all_partitions_recovered_after_kill_s": round(ready - killed, 2)}
+
+
+# the run --------------------------------------------------------------------------
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    sizes = dict(QUICK if args.quick else FULL)
+    if args.repeats:
+        sizes["repeats"] = args.repeats
+    chosen = [s for s in SCENARIOS if s in args.only]
+    result: dict[str, Any] = {"at": time.time(), "quick": args.quick, "sizes": sizes, "cpus": os.cpu_count()}
+    bench = Bench(args, sizes)
+    bench.start()
+    progress(f"broker {bench.broker.url}, nginx on 127.0.0.1:{bench.nginx.port}, scratch {bench.tmp}")
+    try:
+        for name in chosen:
+            progress(f"{name} ...")
+            t0 = time.monotonic()
+            if name == "drain":
+                result[name] = await drain(bench, result)
+            else:
+                result[name] = await globals()[name](bench)
+            result[name]["scenario_s"] = round(time.monotonic() - t0, 1)
+    finally:
+        bench.stop()
+    return result
+
+
+def print_table(result: dict[str, Any]) -> None:
+    rows: list[tuple[str, str, str]] = []
+    if "ceiling" in result:
+        c = result["ceiling"]
+        rows.append(("ceiling: bare aiohttp -> nginx", f"{c['per_s']['median']:,.0f}/s",
+                     f"min {c['per_s']['min']:,.0f} max {c['per_s']['max']:,.0f}; "
+                     f"client CPU {c['client_cpu_s_per_1000']['median']} s/1000"))
+    if "drain" in result:
+        d = result["drain"]
+        rows.append(("backlog drain", f"{d['per_s']['median']:,.0f}/s",
+                     f"min {d['per_s']['min']:,.0f} max {d['per_s']['max']:,.0f}; "
+                     f"{d.get('ratio_to_ceiling', '-')} x ceiling"))
+        rows.append(("  worker CPU per 1,000", f"{d['cpu_s_per_1000']['median']} s",
+                     f"min {d['cpu_s_per_1000']['min']} max {d['cpu_s_per_1000']['max']}"))
+        rows.append(("  lost / out of order / dup", f"{d['lost']} / {d['out_of_order']} / {d['duplicates']}",
+                     f"{d['messages']:,} messages to {d['receivers']:,} receivers x {len(d['runs'])}"))
+    if "latency" in result:
+        lat = result["latency"]
+        a = lat["from_api_answer"]
+        rows.append((f"paced {lat['rate']}/s: API answer -> receiver",
+                     f"p50 {a.get('p50_ms')} ms", f"p95 {a.get('p95_ms')} p99 {a.get('p99_ms')} "
+                     f"max {a.get('max_ms')} ms; {lat['delivered']}/{lat['sent']} delivered"))
+        b = lat["from_api_call"]
+        rows.append(("  from the API call", f"p50 {b.get('p50_ms')} ms",
+                     f"p99 {b.get('p99_ms')} ms (API answer p50 {lat['api_answer'].get('p50_ms')} ms)"))
+    if "ingest" in result:
+        i = result["ingest"]["accepted_per_s"]
+        rows.append(("ingest: POST /v1/messages/batch", f"{i['median']:,.0f}/s", f"min {i['min']:,.0f} "
+                     f"max {i['max']:,.0f}"))
+    if "memory" in result:
+        m = result["memory"]
+        for p in m["idle"]:
+            extra = f"{p['bytes_per_receiver']} B/receiver" if "bytes_per_receiver" in p else "baseline"
+            rows.append((f"RSS, {p['receivers']:,} idle receivers", f"{p['rss_mb']} MB", extra))
+        b = m["backlog"]
+        rows.append((f"RSS added by a {b['messages']:,} backlog", f"{b['added_mb']} MB",
+                     f"intake {b['intake_per_s']:,}/s"))
+    if "recovery" in result:
+        r = result["recovery"]
+        rows.append((f"kill -9, {r['receivers']:,} receivers: first delivery",
+                     f"{r['first_delivery_after_kill_s']} s",
+                     f"all partitions {r['all_partitions_recovered_after_kill_s']} s; "
+                     f"session timeout {r['session_timeout_s']} s"))
+    width = max(len(r[0]) for r in rows) + 2 if rows else 10
+    print()
+    for label, value, detail in rows:
+        print(f"{label:<{width}}{value:>16}   {detail}")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, for the smoke test")
+    parser.add_argument("--only", type=lambda s: s.split(","), default=list(SCENARIOS),
+                        help="comma-separated scenarios: " + ",".join(SCENARIOS))
+    parser.add_argument("--repeats", type=int, help="runs of the repeated scenarios (default 3, quick 1)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    unknown = set(args.only) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"--only: unknown scenario(s) {sorted(unknown)}")
+    result = asyncio.run(run(args))
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"suite-{int(result['at'])}.json"
+    path.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    print_table(result)
+    print(f"\nsaved {path}")
+    return result
