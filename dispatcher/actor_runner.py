@@ -1,17 +1,21 @@
 """Where the actor's effects become I/O: table writes, deliveries, timers, dead letters.
 
-`handle` runs inside the stream iteration of the receiver's partition: it is
-the only writer of the receiver's entries. After every command the receiver's
-timer is set from its new state, so the timer wheel mirrors the table.
+Commands come from the stream of the receiver's partition (`handle`) and, for
+delivery outcomes made on this worker, straight from the deliverer
+(`apply_outcome`). One lock serialises both, so each command is applied whole
+before the next: the runner stays the only writer of a receiver's entries.
+After every command the receiver's timer is set from its new state, so the
+timer wheel mirrors the table.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict
+from dataclasses import fields
 from typing import Any
 
 import orjson
@@ -20,10 +24,12 @@ from .actor_store import HISTORY, ActorStore
 from .deliverer import Deliverer
 from .domain import actor
 from .domain.actor import Command, Effect, Facts, Policy, ReceiverState
+from .domain.records import Outcome
 from .domain.subscriptions import encode_subscription
 from .timers import PartitionTimers
 
 log = logging.getLogger(__name__)
+OUTCOME_FIELDS = tuple(f.name for f in fields(Outcome))
 
 SendDeadLetter = Callable[[str, bytes], Awaitable[None]]
 # (receiver id, record or None for a tombstone) to a topic keyed by receiver id
@@ -54,9 +60,35 @@ class ActorRunner:
         self.requests_topic = requests_topic
         self.clock = clock
         self._publish_subscription = publish_subscription
+        self.lock = asyncio.Lock()
+        # May an outcome be applied here now? (the partition is owned and no rebalance is under way)
+        self.writable: Callable[[int], bool] = lambda partition: False
 
     async def handle(self, receiver_id: str, partition: int, command: Command) -> None:
-        """Apply one command from the stream (the only writer of this receiver)."""
+        """Apply one command from the stream."""
+        async with self.lock:
+            await self._handle(receiver_id, partition, command)
+
+    async def apply_outcome(self, receiver_id: str, partition: int, outcome: Outcome) -> bool:
+        """Apply an outcome of this worker's delivery at once, without the round trip through Kafka.
+
+        False when the partition is not writable here (it is moving): the
+        caller then sends the outcome through the commands topic, to whichever
+        worker owns the partition once the rebalance is done.
+        """
+        async with self.lock:
+            if not self.writable(partition):
+                return False
+            self.deliverer.release(receiver_id, outcome.token)
+            try:
+                await self._handle(receiver_id, partition, actor.Result(outcome))
+            except Exception:  # as the stream does with a command it cannot apply: drop it
+                log.exception("cannot apply outcome receiver_id=%s msg_id=%s seq=%s attempt=%d",
+                              receiver_id, outcome.msg_id, outcome.seq, outcome.attempt)
+                self.timers.set(receiver_id, partition, self.clock())  # the head is tried again
+            return True
+
+    async def _handle(self, receiver_id: str, partition: int, command: Command) -> None:
         now = self.clock()
         state = self.store.load(receiver_id)
         if isinstance(command, actor.Wake) and state is not None:
@@ -182,6 +214,5 @@ class ActorRunner:
 
 
 def attempt_record(effect: actor.LogAttempt) -> bytes:
-    outcome = asdict(effect.outcome)
-    del outcome["token"]
+    outcome = {name: getattr(effect.outcome, name) for name in OUTCOME_FIELDS if name != "token"}
     return orjson.dumps({"number": effect.number, "kind": effect.kind, "attempt": effect.attempt, **outcome})

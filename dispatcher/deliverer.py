@@ -41,7 +41,7 @@ from .transport import DeliveryError, Transport, cancel_quietly
 
 log = logging.getLogger(__name__)
 
-SendOutcome = Callable[[str, Outcome], Awaitable[None]]
+SendOutcome = Callable[[str, int, Outcome], Awaitable[None]]  # (receiver id, partition, outcome)
 LostOutcome = Callable[[str, int], None]  # (receiver id, partition): wake it to try again
 QueueSlow = Callable[["Job"], None]  # hands a slow-lane job to the paced slow-lane queue
 # (receiver id, first seq, at most count, at most bytes) -> backlog entries, oldest first
@@ -269,7 +269,7 @@ class Deliverer:
         delay = self._report_backoff
         for tries in range(1, REPORT_TRIES + 1):
             try:
-                await self._send_outcome(job.receiver_id, outcome)
+                await self._send_outcome(job.receiver_id, job.partition, outcome)
                 return
             except Exception:
                 log.warning(

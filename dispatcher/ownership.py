@@ -29,8 +29,17 @@ class Ownership:
     def ready(self) -> bool:
         return self.recovered and not self._app.rebalancing
 
+    def writable(self, partition: int) -> bool:
+        """This worker may write the partition's entries outside its stream (an outcome made here).
+
+        Not from the start of a rebalance (Faust sets `rebalancing` before it
+        flushes and hands partitions over) until the new assignment is recovered.
+        """
+        return self.recovered and not self._app.rebalancing and partition in self.owned
+
     async def on_revoked(self, sender: Any = None, revoked: Any = None, **_: Any) -> None:
         self._runner.timers.paused = True
+        self.recovered = False
 
     async def on_recovered(self) -> None:
         actives = {tp.partition for tp in self._app.assignor.assigned_actives() if tp.topic == self._topic}

@@ -79,6 +79,7 @@ class Dispatcher:
             self.names["subscriptions"], settings.partitions, client_options(app, "subscriptions")
         )
         self.ownership = Ownership(app, self.names["requests"], self.runner)
+        self.runner.writable = self.ownership.writable
         # internal=True: Faust declares both topics with our partition count
         # before subscribing (a broker that auto-creates would pick its own).
         source = app.topic(
@@ -89,7 +90,7 @@ class Dispatcher:
         register_fanout_agent(app, self.topology.events, self.feed, self.produce_requests)
         app.task(self._run_feed)
         app.task(self.table.run)
-        app.flush_hooks.append(self.table.flush)
+        app.flush_hooks.append(self._flush_table)
         app.task(self._run_slow_lane)
         self.topology.actors.on_recover(self.ownership.on_recovered)
         app.on_partitions_revoked.connect(self.ownership.on_revoked)
@@ -111,9 +112,11 @@ class Dispatcher:
         for fut in futures:
             await fut
 
-    async def send_outcome(self, receiver_id: str, outcome: Outcome) -> None:
-        """Report an outcome to the receiver's actor and wait until the broker has it."""
-        await _send(self.topology.commands, receiver_id, encode_outcome(outcome))
+    async def send_outcome(self, receiver_id: str, partition: int, outcome: Outcome) -> None:
+        """Report an outcome to the receiver's actor: at once if its partition is here and settled,
+        else through the commands topic (waiting until the broker has it)."""
+        if not await self.runner.apply_outcome(receiver_id, partition, outcome):
+            await _send(self.topology.commands, receiver_id, encode_outcome(outcome))
 
     async def _send_wake(self, receiver_id: str, partition: int) -> None:
         """A timer fired: ask the receiver's stream to act (only it may write the table)."""
@@ -127,6 +130,11 @@ class Dispatcher:
         """An outcome never reached the actor: wake the receiver so its head is tried again."""
         if partition in self.ownership.owned:
             self.timers.set(receiver_id, partition, time.time())
+
+    async def _flush_table(self) -> None:
+        """Before a commit, and before partitions are handed over: no command is half applied."""
+        async with self.runner.lock:
+            await self.table.flush()
 
     async def _run_slow_lane(self) -> None:
         await self.slow_lane.run(self.deliverer)

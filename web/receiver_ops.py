@@ -257,7 +257,8 @@ async def ping(request: web.Request) -> web.Response:
     dispatcher = _dispatcher(request)
     state = _receiver(dispatcher, request)
     outcome = await dispatcher.deliverer.ping(state.receiver_id, state.config)
-    await dispatcher.send_outcome(state.receiver_id, outcome)  # attempt log; may close the circuit
+    partition = dispatcher.partition_of(state.receiver_id)
+    await dispatcher.send_outcome(state.receiver_id, partition, outcome)  # attempt log; may close the circuit
     return _json(
         {
             "ok": outcome.ok,

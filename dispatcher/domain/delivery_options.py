@@ -6,7 +6,7 @@ receiver that did not choose for itself.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from .errors import InvalidInput
@@ -44,14 +44,15 @@ class DeliveryOptions:
         return self.batch_max > 1
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in OPTION_NAMES}  # scalars only: no deep copy
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DeliveryOptions:
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
-OPTION_FIELDS = frozenset(f.name for f in fields(DeliveryOptions))
+OPTION_NAMES = tuple(f.name for f in fields(DeliveryOptions))
+OPTION_FIELDS = frozenset(OPTION_NAMES)
 
 
 def parse_delivery_options(body: dict[str, Any], current: DeliveryOptions | None) -> DeliveryOptions:

@@ -22,7 +22,7 @@ class FlakySink:
         self.tries = 0
         self.reported: list[Outcome] = []
 
-    async def __call__(self, receiver_id: str, outcome: Outcome) -> None:
+    async def __call__(self, receiver_id: str, partition: int, outcome: Outcome) -> None:
         self.tries += 1
         if self.tries <= self.failures:
             raise ConnectionError("broker unreachable")
