@@ -464,33 +464,51 @@ async def memory(bench: Bench) -> dict[str, Any]:
                                         "added_mb": round((after - before) / 2**20, 1)}}
 
 
-async def recovery(bench: Bench) -> dict[str, Any]:
-    """kill -9 a worker holding `recovery_receivers` receivers; a new worker on the same disk takes over."""
+async def recovery_once(bench: Bench, static: bool) -> dict[str, Any]:
+    """kill -9 a worker holding `recovery_receivers` receivers; a new worker on the same disk takes over.
+
+    `static`: both run with the same DISPATCHER_INSTANCE_ID (Kafka static membership, as a
+    StatefulSet pod coming back), so the new one need not wait out the dead one's session.
+    """
     count = bench.sizes["recovery_receivers"]
     app_id = new_app_id()
-    worker = bench.worker(app_id, "recovery")
+    env = {"DISPATCHER_INSTANCE_ID": "bench-worker-0"} if static else {}
+    worker = bench.worker(app_id, "recovery", **env)
     await worker.wait_ready()
     ids = await bench.register(app_id, worker, count, path="rec_")
     worker.kill9()
     killed = time.time()
-    progress(f"  killed the worker holding {count:,} receivers; starting another")
+    progress(f"  killed the worker holding {count:,} receivers; starting another "
+             f"({'same instance id' if static else 'no instance id'})")
     start_hits = len(bench.nginx.read())
     # One message to a receiver in each partition, waiting while no worker runs.
     targets: dict[int, str] = {}
     for rid in ids:
         targets.setdefault((murmur2(rid.encode()) & 0x7FFFFFFF) % PARTITIONS, rid)
     await bench.produce_messages(app_id, list(targets.values()), 1, body_of(256))
-    new = bench.worker(app_id, "recovery")
+    new = bench.worker(app_id, "recovery", **env)
     started = time.time()
-    await wait_for(lambda: any(h.path.startswith("rec_") for h in bench.nginx.read()[start_hits:]), 300,
-                   "the first delivery after kill -9", 0.005)
-    first = min((h.at for h in bench.nginx.read()[start_hits:] if h.path.startswith("rec_")), default=None)
+
+    def firsts() -> list[Hit]:
+        return [h for h in bench.nginx.read()[start_hits:] if h.path.startswith("rec_")]
+
+    await wait_for(lambda: bool(firsts()), 300, "the first delivery after kill -9", 0.005)
+    first = min((h.at for h in firsts()), default=None)
     await new.wait_ready(600)
     ready = time.time()
-    return {"receivers": count, "session_timeout_s": float(new.env().get("DISPATCHER_SESSION_TIMEOUT", 10)),
+    await wait_for(lambda: len(firsts()) >= len(targets), 60, "a delivery in every partition")
+    new.stop()
+    return {"receivers": count, "static_membership": static,
+            "session_timeout_s": float(new.env().get("DISPATCHER_SESSION_TIMEOUT", 10)),
             "first_delivery_after_kill_s": round(first - killed, 2) if first else None,
             "first_delivery_after_start_s": round(first - started, 2) if first else None,
-            "all_partitions_recovered_after_kill_s": round(ready - killed, 2)}
+            "all_partitions_recovered_after_kill_s": round(ready - killed, 2),
+            "partitions_delivered": len({h.path for h in firsts()})}
+
+
+async def recovery(bench: Bench) -> dict[str, Any]:
+    return {"dynamic": await recovery_once(bench, static=False),
+            "static": await recovery_once(bench, static=True)}
 
 
 # the run --------------------------------------------------------------------------
@@ -557,11 +575,12 @@ def print_table(result: dict[str, Any]) -> None:
         rows.append((f"RSS added by a {b['messages']:,} backlog", f"{b['added_mb']} MB",
                      f"intake {b['intake_per_s']:,}/s"))
     if "recovery" in result:
-        r = result["recovery"]
-        rows.append((f"kill -9, {r['receivers']:,} receivers: first delivery",
-                     f"{r['first_delivery_after_kill_s']} s",
-                     f"all partitions {r['all_partitions_recovered_after_kill_s']} s; "
-                     f"session timeout {r['session_timeout_s']} s"))
+        for kind, label in (("dynamic", "new member"), ("static", "same instance id")):
+            r = result["recovery"][kind]
+            rows.append((f"kill -9, {r['receivers']:,} receivers ({label}): first delivery",
+                         f"{r['first_delivery_after_kill_s']} s",
+                         f"all partitions {r['all_partitions_recovered_after_kill_s']} s; "
+                         f"session timeout {r['session_timeout_s']} s"))
     width = max(len(r[0]) for r in rows) + 2 if rows else 10
     print()
     for label, value, detail in rows:

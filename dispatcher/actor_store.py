@@ -9,6 +9,7 @@ applied under the runner's lock); reads work anywhere on the owning worker.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -33,10 +34,26 @@ class TableIO(Protocol):
     def db(self, partition: int) -> Any: ...
 
 
+STATES_CACHED = 2048  # decoded states of the receivers used last (a delivery reads its state twice)
+
+
 class ActorStore:
     def __init__(self, table: TableIO, partition_of: Callable[[str], int]) -> None:
         self._io = table
         self.partition_of = partition_of
+        # States are immutable; the runner is their only writer, so a cached one is current
+        # until a partition changes hands (Faust's recovery writes RocksDB): `forget_cached`.
+        self._states: OrderedDict[str, ReceiverState] = OrderedDict()
+
+    def forget_cached(self) -> None:
+        self._states.clear()
+
+    def _cache(self, state: ReceiverState) -> None:
+        states = self._states
+        states[state.receiver_id] = state
+        states.move_to_end(state.receiver_id)
+        if len(states) > STATES_CACHED:
+            states.popitem(last=False)
 
     def _get(self, receiver_id: str, key: bytes) -> bytes | None:
         return self._io.get(self.partition_of(receiver_id), key)
@@ -50,11 +67,19 @@ class ActorStore:
     # state and backlog ---------------------------------------------------------
 
     def load(self, receiver_id: str) -> ReceiverState | None:
+        state = self._states.get(receiver_id)
+        if state is not None:
+            return state
         raw = self._get(receiver_id, keys.state_key(receiver_id))
-        return None if raw is None else ReceiverState.from_bytes(raw)
+        if raw is None:
+            return None
+        state = ReceiverState.from_bytes(raw)
+        self._cache(state)
+        return state
 
     def save(self, state: ReceiverState) -> None:
         self._put(state.receiver_id, keys.state_key(state.receiver_id), state.to_bytes())
+        self._cache(state)
 
     def put_backlog(self, receiver_id: str, seq: int, encoded: bytes) -> None:
         self._put(receiver_id, keys.backlog_key(receiver_id, seq), encoded)
@@ -134,6 +159,8 @@ class ActorStore:
     def forget(self, receiver_id: str, partition: int, kinds: tuple[bytes, ...] = ALL_ENTRIES) -> int:
         """Delete the receiver's entries of `kinds` (by default all, and its state); return the count."""
         doomed = [keys.state_key(receiver_id)] if kinds == ALL_ENTRIES else []
+        if doomed:
+            self._states.pop(receiver_id, None)
         for kind in kinds:
             doomed += [key for key, _ in self._scan(partition, keys.prefix(kind, receiver_id))]
         for key in doomed:  # collected first: no deletes while RocksDB iterates

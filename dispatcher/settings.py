@@ -97,6 +97,10 @@ class Settings:
     # kafka consumer group tuning (short values make failover fast on a laptop)
     session_timeout: float = 10.0
     heartbeat_interval: float = 1.0
+    # Kafka static membership: a worker that comes back under the same id (a
+    # StatefulSet pod's name) takes over its partitions at once, without the
+    # session timeout that a dead member's partitions otherwise wait out.
+    instance_id: str = ""
     commit_interval: float = 1.0
     producer_linger: float = 0.0
     # Upper bound of a consumer's long poll. Real Kafka answers a poll as soon

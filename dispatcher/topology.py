@@ -87,6 +87,7 @@ def faust_config(settings: Settings, web_middlewares: list[Any]) -> dict[str, An
         "broker_heartbeat_interval": settings.heartbeat_interval,
         "broker_rebalance_timeout": max(settings.session_timeout * 2, 10.0),
         "broker_commit_interval": settings.commit_interval,
+        "consumer_group_instance_id": settings.instance_id or None,
         "producer_linger": settings.producer_linger,
         "producer_acks": -1,
         "producer_max_batch_size": settings.producer_max_batch_bytes,

@@ -144,7 +144,13 @@ class Dispatcher:
         await _send(self.topology.events, event_id, record)
 
     async def _publish_subscription(self, receiver_id: str, record: bytes | None) -> None:
-        await _send(self.topology.subscriptions, receiver_id, record)
+        """Hand the record to the producer; the next commit's flush waits for it (as for the table).
+
+        Not waiting for each ack keeps a burst of configures (e.g. a bulk
+        registration) from taking one broker round trip each.
+        """
+        fut = await self.topology.subscriptions.send(key=receiver_id.encode(), value=record)
+        fut.add_done_callback(lambda done: _log_failed_send(done, "subscription", receiver_id))
 
     async def _run_feed(self) -> None:
         await self.topology.subscriptions.maybe_declare()  # nothing may have been published yet
@@ -191,6 +197,11 @@ class Dispatcher:
             "subscriptions": {"receivers": len(self.feed.index), "caught_up": self.feed.caught_up.is_set()},
             "timers": len(self.timers),
         }
+
+
+def _log_failed_send(fut: Any, what: str, receiver_id: str) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("could not publish the %s of receiver_id=%s: %s", what, receiver_id, fut.exception())
 
 
 async def _send(topic: Any, key: str, value: bytes | None) -> None:

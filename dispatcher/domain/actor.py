@@ -485,9 +485,9 @@ class _Step:
         return self.facts.now
 
     def update(self, **changes: Any) -> None:
-        new = replace(self.state, **changes)
-        if new != self.state:
-            self.state = new
+        state = self.state
+        if any(getattr(state, name) != value for name, value in changes.items()):
+            self.state = replace(state, **changes)
             self.dirty = True
 
     def finish(self) -> tuple[ReceiverState, list[Effect]]:

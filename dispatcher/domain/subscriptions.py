@@ -68,6 +68,9 @@ def matches(pattern: Pattern, event_type: str) -> bool:
     return len(segments) == len(pattern)
 
 
+Shape = tuple[tuple[Pattern, ...], str | None]  # a receiver's patterns and tenant
+
+
 class _Node:
     __slots__ = ("children", "exact", "star", "tail")
 
@@ -86,7 +89,10 @@ class SubscriptionIndex:
 
     def __init__(self) -> None:
         self._root = _Node()
-        self._subscriptions: dict[str, tuple[tuple[Pattern, ...], str | None]] = {}
+        self._subscriptions: dict[str, Shape] = {}
+        # One copy of each distinct (patterns, tenant): receivers mostly share a few, and at a
+        # million receivers a tuple of tuples each would cost more than the rest of the entry.
+        self._shapes: dict[Shape, Shape] = {}
 
     def __len__(self) -> int:
         return len(self._subscriptions)
@@ -98,7 +104,9 @@ class SubscriptionIndex:
         """Subscribe (or re-subscribe) a receiver; no patterns means every type."""
         self.remove(receiver_id)
         parsed = tuple(dict.fromkeys(tuple(p.split(".")) for p in patterns)) or ((STAR,),)
-        self._subscriptions[receiver_id] = (parsed, tenant)
+        shape = self._shapes.setdefault((parsed, tenant), (parsed, tenant))
+        self._subscriptions[receiver_id] = shape
+        parsed = shape[0]
         for pattern in parsed:
             node, last = self._root, len(pattern) - 1
             for i, part in enumerate(pattern):

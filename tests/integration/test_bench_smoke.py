@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from bench import isolation
+from bench import isolation, suite
 
 
 async def test_isolation_bench_runs_and_saves_its_figures(tmp_path: Path) -> None:
@@ -15,3 +15,18 @@ async def test_isolation_bench_runs_and_saves_its_figures(tmp_path: Path) -> Non
     [saved] = tmp_path.glob("isolation-*.json")
     assert orjson.loads(saved.read_bytes())["fast_alone"]["n"] == result["fast_alone"]["n"] > 0
     assert result["fast_with_bad"]["n"] > 0 and result["bad_receivers"] == 2
+
+
+async def test_the_suite_runs_every_scenario_and_loses_nothing(tmp_path: Path) -> None:
+    result = await asyncio.to_thread(suite.main, ["--quick", "--out", str(tmp_path)])
+    [saved] = tmp_path.glob("suite-*.json")
+    assert orjson.loads(saved.read_bytes())["drain"]["per_s"] == result["drain"]["per_s"]
+    assert set(suite.SCENARIOS) <= set(result)
+    drain = result["drain"]
+    assert (drain["lost"], drain["out_of_order"]) == (0, 0)
+    assert drain["runs"][0]["delivered"] == drain["messages"]
+    assert result["latency"]["delivered"] == result["latency"]["sent"]
+    assert result["memory"]["backlog"]["taken_in"]
+    for kind in ("dynamic", "static"):
+        recovered = result["recovery"][kind]
+        assert recovered["partitions_delivered"] == suite.PARTITIONS, recovered
