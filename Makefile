@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test lint install clean
+.PHONY: run test lint install clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -24,6 +24,9 @@ lint: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -rs
+
+bench: install
+	$(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) data .pytest_cache

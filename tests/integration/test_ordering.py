@@ -24,7 +24,8 @@ async def test_fifty_receivers_see_every_seq_in_order_despite_failures(make_work
         until = window.setdefault("until", time.time() + 3.0)
         if path in flaky and time.time() < until and rng.random() < 0.5:
             return rng.choice([500, 502, 503, 429, 408])
-        delivered.add(delivery.msg_id)
+        if delivery.seq:  # a message, not the webhook.ping probe of an open circuit
+            delivered.add(delivery.msg_id)
         return 200
 
     recv = await Receiver(behaviour).start()
@@ -45,7 +46,7 @@ async def test_fifty_receivers_see_every_seq_in_order_despite_failures(make_work
         await wait_until(lambda: len(delivered) == 10_000, 180, "10,000 messages answered 2xx")
         retried = 0
         for name in ids:
-            mine = recv.by_path(name)
+            mine = [d for d in recv.by_path(name) if d.seq]  # probes carry no seq
             retried += len(mine) - len(first_copies(mine))
             assert [d.seq for d in first_copies(mine)] == list(range(1, 201)), name
             seq_of: dict[int, str] = {}
