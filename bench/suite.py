@@ -53,7 +53,7 @@ TICKS = os.sysconf("SC_CLK_TCK")
 PARTITIONS = 8  # the worker's default
 
 FULL = {"messages": 20_000, "receivers": 1_000, "body_bytes": 1024, "rate": 200, "seconds": 10.0,
-        "ingest_messages": 50_000, "idle_receivers": [100_000, 1_000_000], "backlog": 100_000,
+        "ingest_messages": 20_000, "idle_receivers": [100_000, 1_000_000], "backlog": 100_000,
         "recovery_receivers": 100_000, "repeats": 3}
 QUICK = {"messages": 400, "receivers": 20, "body_bytes": 1024, "rate": 50, "seconds": 1.0,
          "ingest_messages": 2_000, "idle_receivers": [500], "backlog": 500,
@@ -153,9 +153,12 @@ class Bench:
     def worker(self, app_id: str, data: str, **env: str) -> WorkerProcess:
         worker = WorkerProcess(
             self.broker.url, app_id, self.tmp / data, self.tmp / f"{data}.log",
-            {"DISPATCHER_ALLOW_TARGETS": "127.0.0.1/32", "DISPATCHER_LOG_LEVEL": "warning",
-             "DISPATCHER_HOST_LIMIT": "4096", "DISPATCHER_RETRY_SCHEDULE": "1s,5s,30s",
-             "DISPATCHER_MAX_ATTEMPTS": "0", "DISPATCHER_RETAIN_SECONDS": "0", **env},
+            # The defaults, but for loopback targets, one host for every receiver, and the log level.
+            {"DISPATCHER_ALLOW_TARGETS": "127.0.0.1/32", "DISPATCHER_HOST_LIMIT": "4096",
+             "DISPATCHER_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "warning"),
+             "DISPATCHER_RETRY_SCHEDULE": "5s,5m,30m,2h,5h,10h,10h,14h,20h,24h",
+             "DISPATCHER_MAX_ATTEMPTS": "0",
+             "DISPATCHER_PROBE_BASE": "5", "DISPATCHER_PROBE_CAP": "300", **env},
         ).start()
         self.workers.append(worker)
         return worker

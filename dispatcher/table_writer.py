@@ -21,26 +21,12 @@ import asyncio
 import logging
 from typing import Any
 
-import rocksdict
 from faust.types import TP
 
 log = logging.getLogger(__name__)
 
 Record = tuple[bytes, bytes | None]  # key, value (None: a delete)
 LINGER = 0.005  # seconds writes pile up before they are sent: fewer, larger produce requests
-
-
-def _without_wal() -> rocksdict.WriteOptions:
-    """RocksDB's write-ahead log is not needed: the changelog is the table's log.
-
-    After a crash the worker rebuilds its tables from the changelog
-    (`prepare_data_dir`); after a clean stop RocksDB holds a prefix of the
-    writes, whose stored changelog offset is at most where that prefix ends, so
-    recovery reads the rest again from the changelog.
-    """
-    options = rocksdict.WriteOptions()
-    options.disable_wal = True
-    return options
 
 
 class ChangelogTable:
@@ -51,8 +37,6 @@ class ChangelogTable:
         self._lock: asyncio.Lock | None = None  # one drain at a time keeps each partition's order
         self._wakeup: asyncio.Event | None = None
         self._error: BaseException | None = None
-        self._write_options = _without_wal()
-        self._configured: dict[int, Any] = {}  # partition -> its db, once given our write options
 
     @property
     def _store(self) -> Any:
@@ -60,11 +44,7 @@ class ChangelogTable:
 
     def db(self, partition: int) -> Any:
         """The partition's RocksDB (opened on first use)."""
-        db = self._store._db_for_partition(partition)  # Faust has no public per-partition access
-        if self._configured.get(partition) is not db:
-            db.set_write_options(self._write_options)
-            self._configured[partition] = db
-        return db
+        return self._store._db_for_partition(partition)  # Faust has no public per-partition access
 
     def get(self, partition: int, key: bytes) -> bytes | None:
         db = self._store._dbs.get(partition)  # a partition not held here has no entries
