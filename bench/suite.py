@@ -476,7 +476,8 @@ async def recovery_once(bench: Bench, static: bool) -> dict[str, Any]:
     count = bench.sizes["recovery_receivers"]
     app_id = new_app_id()
     env = {"DISPATCHER_INSTANCE_ID": "bench-worker-0"} if static else {}
-    worker = bench.worker(app_id, "recovery", **env)
+    data = "recovery-static" if static else "recovery"
+    worker = bench.worker(app_id, data, **env)
     await worker.wait_ready()
     ids = await bench.register(app_id, worker, count, path="rec_")
     worker.kill9()
@@ -489,17 +490,18 @@ async def recovery_once(bench: Bench, static: bool) -> dict[str, Any]:
     for rid in ids:
         targets.setdefault((murmur2(rid.encode()) & 0x7FFFFFFF) % PARTITIONS, rid)
     await bench.produce_messages(app_id, list(targets.values()), 1, body_of(256))
-    new = bench.worker(app_id, "recovery", **env)
+    new = bench.worker(app_id, data, **env)
     started = time.time()
 
     def firsts() -> list[Hit]:
         return [h for h in bench.nginx.read()[start_hits:] if h.path.startswith("rec_")]
 
-    await wait_for(lambda: bool(firsts()), 300, "the first delivery after kill -9", 0.005)
+    limit = 60.0 if count < 10_000 else 300.0
+    await wait_for(lambda: bool(firsts()), limit, "the first delivery after kill -9", 0.005)
     first = min((h.at for h in firsts()), default=None)
     await new.wait_ready(600)
     ready = time.time()
-    await wait_for(lambda: len(firsts()) >= len(targets), 60, "a delivery in every partition")
+    await wait_for(lambda: len(firsts()) >= len(targets), limit, "a delivery in every partition")
     new.stop()
     return {"receivers": count, "static_membership": static,
             "session_timeout_s": float(new.env().get("DISPATCHER_SESSION_TIMEOUT", 10)),
