@@ -38,13 +38,14 @@ from typing import Any
 import aiohttp
 import orjson
 from aiokafka import AIOKafkaProducer
-from aiokafka.partitioner import murmur2
 
 from dispatcher.broker import EmbeddedBroker, free_port
 from dispatcher.domain.ids import new_id
 from dispatcher.domain.records import Message, ReceiverConfig, encode_message_record, encode_upsert_record
+from dispatcher.partitioning import partitioner
 from tests.harness import Api, WorkerProcess, new_app_id
 
+from .isolation import percentiles
 from .nginx import Hit, NginxReceiver
 
 RESULTS = Path(__file__).parent / "results"
@@ -68,18 +69,6 @@ def spread(values: list[float], digits: int = 1) -> dict[str, float]:
     """min / median / max of repeats."""
     return {"min": round(min(values), digits), "median": round(statistics.median(values), digits),
             "max": round(max(values), digits), "runs": len(values)}
-
-
-def percentiles_ms(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    if not ordered:
-        return {"n": 0}
-
-    def pct(p: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000, 2)
-
-    return {"n": len(ordered), "p50_ms": pct(0.50), "p95_ms": pct(0.95), "p99_ms": pct(0.99),
-            "max_ms": round(ordered[-1] * 1000, 2)}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -381,8 +370,8 @@ async def latency(bench: Bench) -> dict[str, Any]:
     from_call = [found[m].at + 0.0005 - answered[m][0] for m in found]
     api_ms = [(b - a) for a, b in answered.values()]
     return {"rate": rate, "seconds": seconds, "sent": int(rate * seconds), "accepted": len(answered),
-            "delivered": len(found), "from_api_answer": percentiles_ms(from_answer),
-            "from_api_call": percentiles_ms(from_call), "api_answer": percentiles_ms(api_ms)}
+            "delivered": len(found), "from_api_answer": percentiles(from_answer),
+            "from_api_call": percentiles(from_call), "api_answer": percentiles(api_ms)}
 
 
 async def post_batches(url: str, batches: list[list[dict[str, Any]]], callers: int) -> float:
@@ -486,9 +475,10 @@ async def recovery_once(bench: Bench, static: bool) -> dict[str, Any]:
              f"({'same instance id' if static else 'no instance id'})")
     start_hits = len(bench.nginx.read())
     # One message to a receiver in each partition, waiting while no worker runs.
+    partition_of = partitioner(PARTITIONS)
     targets: dict[int, str] = {}
     for rid in ids:
-        targets.setdefault((murmur2(rid.encode()) & 0x7FFFFFFF) % PARTITIONS, rid)
+        targets.setdefault(partition_of(rid), rid)
     await bench.produce_messages(app_id, list(targets.values()), 1, body_of(256))
     new = bench.worker(app_id, data, **env)
     started = time.time()

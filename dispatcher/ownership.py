@@ -40,13 +40,12 @@ class Ownership:
     async def on_revoked(self, sender: Any = None, revoked: Any = None, **_: Any) -> None:
         self._runner.timers.paused = True
         self.recovered = False
-        self._runner.store.forget_cached()  # recovery may rewrite any partition's entries
 
     async def on_recovered(self) -> None:
         actives = {tp.partition for tp in self._app.assignor.assigned_actives() if tp.topic == self._topic}
         lost, gained = self.owned - actives, actives - self.owned
         self.owned = actives
-        self._runner.store.forget_cached()
+        self._runner.store.forget_cached()  # recovery may have rewritten any partition's entries
         if lost:
             self._runner.timers.drop_partitions(lost)
             await self._runner.deliverer.drop_partitions(lost)

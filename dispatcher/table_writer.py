@@ -63,10 +63,6 @@ class ChangelogTable:
         if self._wakeup is not None:
             self._wakeup.set()
 
-    @property
-    def pending(self) -> int:
-        return sum(len(records) for records in self._pending.values())
-
     async def run(self) -> None:
         """Send what piles up, as it piles up (the app's background task)."""
         self._wakeup = asyncio.Event()
@@ -109,11 +105,11 @@ class ChangelogTable:
         batch, count = producer.create_batch(), 0
         for key, value in records:
             if batch.append(key=key, value=value, timestamp=None) is None:
-                if not count:
-                    raise ValueError(f"a changelog record of {len(value or b'')} bytes does not fit a batch")
-                self._last[partition] = (await producer.send_batch(batch, topic, partition=partition), count)
-                batch, count = producer.create_batch(), 0
-                if batch.append(key=key, value=value, timestamp=None) is None:
+                if count:  # full: send it and start the next
+                    sent = await producer.send_batch(batch, topic, partition=partition)
+                    self._last[partition] = (sent, count)
+                    batch, count = producer.create_batch(), 0
+                if batch.append(key=key, value=value, timestamp=None) is None:  # too large even alone
                     raise ValueError(f"a changelog record of {len(value or b'')} bytes does not fit a batch")
             count += 1
         if count:
