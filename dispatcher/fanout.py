@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 
 Produce = Callable[[list[tuple[str, bytes]]], Awaitable[None]]
 CHUNK = 1000  # copies produced (and awaited) at a time, so a huge fan-out holds little memory
-CATCH_UP_WAIT = 60.0
+SYNC_WAIT = 60.0  # for the subscriptions (a restarted worker reads them all first)
 
 
 def register_fanout_agent(app: Any, events_topic: Any, feed: SubscriptionFeed, produce: Produce) -> Any:
@@ -38,8 +39,14 @@ def register_fanout_agent(app: Any, events_topic: Any, feed: SubscriptionFeed, p
 
 
 async def fan_out_record(message: Any, raw: bytes, feed: SubscriptionFeed, produce: Produce) -> int:
-    """Fan one events-topic record out; returns the number of copies (0 for a bad record)."""
-    if not feed.caught_up.is_set() and not await feed.wait_caught_up(CATCH_UP_WAIT):
+    """Fan one events-topic record out; returns the number of copies (0 for a bad record).
+
+    The index is first brought up to a moment after the record was read
+    (Faust's monitor stamps `time_in`), so it holds every subscription whose
+    record the broker had before the event.
+    """
+    since = message.time_in if message.time_in is not None else time.monotonic()
+    if not await feed.sync(since, SYNC_WAIT):
         log.warning("fanning out before the subscriptions are all read (%d known)", len(feed.index))
     try:
         event = decode_event(raw, f"kafka_{message.partition}_{message.offset}", message.timestamp)

@@ -6,12 +6,20 @@ receiver); every worker reads all partitions from the start, outside the
 consumer group, into a `SubscriptionIndex`. Fan-out waits until the feed has
 read what was there when it started, so a restarted worker does not fan out
 against an empty index. Changes arrive within one poll (`poll_ms`).
+
+`sync(since)` is the read-your-writes barrier: it returns once the index holds
+everything the topic held at some moment after `since`. The API waits until a
+receiver's subscription record is acked before it answers, so an event seen
+after that answer, fanned out after a sync, finds the receiver. One barrier
+(a ListOffsets, then reading up to those ends) serves every waiter whose
+`since` is older than its start, so a backlog of events shares one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -33,6 +41,10 @@ class SubscriptionFeed:
         self._poll_ms = poll_ms
         self.caught_up = asyncio.Event()
         self.records = 0
+        self._consumer: AIOKafkaConsumer | None = None
+        self._progress = asyncio.Event()  # set whenever the reader has applied a fetch or restarted
+        self._synced_at = float("-inf")  # monotonic: the index held the whole topic as of then
+        self._barrier: asyncio.Task[None] | None = None
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         if not key:
@@ -49,13 +61,48 @@ class SubscriptionFeed:
             self.index.put(receiver_id, *subscription)
         self.records += 1
 
-    async def wait_caught_up(self, limit: float) -> bool:
-        """Wait (at most `limit` s) until what the topic held at start has been read."""
-        try:
-            await asyncio.wait_for(self.caught_up.wait(), limit)
-        except TimeoutError:
-            return False
+    async def sync(self, since: float, limit: float) -> bool:
+        """Wait (at most `limit` s) until the index holds the whole topic as of a moment after `since`.
+
+        `since` is on `time.monotonic()`'s clock. False when the limit passed first.
+        """
+        deadline = time.monotonic() + limit
+        while self._synced_at <= since:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self._barrier is None or self._barrier.done():
+                self._barrier = asyncio.create_task(self._pass_barrier())
+                self._barrier.add_done_callback(_log_barrier_error)
+            try:
+                await asyncio.wait_for(asyncio.shield(self._barrier), left)
+            except TimeoutError:
+                return False
+            except Exception:  # noqa: BLE001 - logged by _log_barrier_error; the reader is restarting
+                await asyncio.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
         return True
+
+    async def _pass_barrier(self) -> None:
+        started = time.monotonic()
+        while (consumer := self._consumer) is None:
+            await self._wait_progress()
+        tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+        ends = await consumer.end_offsets(tps)
+        for tp in tps:
+            # ListOffsets may stop short of a last batch's end (the embedded broker); a fetch's is exact.
+            end = max(ends[tp], consumer.highwater(tp) or 0)
+            while await consumer.position(tp) < end:
+                if consumer is not self._consumer:
+                    raise RuntimeError("the subscription reader restarted")
+                await self._wait_progress()
+        self._synced_at = max(self._synced_at, started)
+
+    async def _wait_progress(self) -> None:
+        self._progress.clear()
+        await self._progress.wait()
+
+    def _signal_progress(self) -> None:
+        self._progress.set()
 
     async def run(self) -> None:
         """Read the topic until cancelled; restart the consumer after an error."""
@@ -77,15 +124,19 @@ class SubscriptionFeed:
             tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
+            self._consumer = consumer
             while True:
                 batch = await consumer.getmany(timeout_ms=1000)
                 for records in batch.values():
                     for record in records:
                         self.apply(record.key, record.value)
+                self._signal_progress()
                 if not self.caught_up.is_set() and await self._at_end(consumer, tps):
                     log.info("subscriptions read: %d receivers", len(self.index))
                     self.caught_up.set()
         finally:
+            self._consumer = None
+            self._signal_progress()
             await consumer.stop()
 
     async def _at_end(self, consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> bool:
@@ -95,3 +146,8 @@ class SubscriptionFeed:
             if highwater is None or await consumer.position(tp) < highwater:
                 return False
         return True
+
+
+def _log_barrier_error(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.info("subscription sync attempt failed (%s: %s); trying again", type(exc).__name__, exc)

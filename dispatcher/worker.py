@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 import time
@@ -79,6 +80,7 @@ class Dispatcher:
             self.names["subscriptions"], settings.partitions, client_options(app, "subscriptions")
         )
         self.ownership = Ownership(app, self.names["requests"], self.runner)
+        self._subscription_sends: dict[str, asyncio.Future[Any]] = {}  # receiver id -> unacked send
         self.runner.writable = self.ownership.writable
         # internal=True: Faust declares both topics with our partition count
         # before subscribing (a broker that auto-creates would pick its own).
@@ -151,6 +153,20 @@ class Dispatcher:
         """
         fut = await self.topology.subscriptions.send(key=receiver_id.encode(), value=record)
         fut.add_done_callback(lambda done: _log_failed_send(done, "subscription", receiver_id))
+        self._subscription_sends[receiver_id] = fut
+        fut.add_done_callback(lambda done: self._forget_send(receiver_id, done))
+
+    def _forget_send(self, receiver_id: str, done: Any) -> None:
+        if self._subscription_sends.get(receiver_id) is done:
+            del self._subscription_sends[receiver_id]
+
+    async def subscription_published(self, receiver_id: str) -> None:
+        """Wait until the receiver's last subscription change is in the broker (for the API:
+        the stream does not wait for it). Raises if that send failed."""
+        async with self.runner.lock:  # the command that stored the state may still be publishing
+            pending = self._subscription_sends.get(receiver_id)
+        if pending is not None:
+            await asyncio.shield(pending)
 
     async def _run_feed(self) -> None:
         await self.topology.subscriptions.maybe_declare()  # nothing may have been published yet

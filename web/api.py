@@ -30,6 +30,8 @@ from .routing import forward_to_owner
 if TYPE_CHECKING:
     from dispatcher.worker import Dispatcher
 
+COUNT_SYNC_WAIT = 5.0  # s an event's answer may wait for the subscriptions to be read up to now
+
 
 def _dispatcher(request: web.Request) -> Dispatcher:
     from .app import DISPATCHER
@@ -111,7 +113,17 @@ async def store_config(dispatcher: Dispatcher, config: ReceiverConfig) -> Receiv
     configured, on whichever worker it lands.
     """
     await dispatcher.produce_requests([(config.id, encode_upsert_record(config))])
-    return await wait_applied(dispatcher, config.id, lambda state: state.config == config, "id")
+    state = await wait_applied(dispatcher, config.id, lambda state: state.config == config, "id")
+    await subscription_published(dispatcher, config.id)  # an event published next finds it
+    return state
+
+
+async def subscription_published(dispatcher: Dispatcher, receiver_id: str) -> None:
+    try:
+        await dispatcher.subscription_published(receiver_id)
+    except Exception as exc:
+        detail = f"applied, but its subscriptions were not published ({type(exc).__name__}); send it again"
+        raise InvalidInput("id", detail, "unavailable", 503) from exc
 
 
 async def wait_applied(
@@ -184,6 +196,7 @@ async def send_event(request: web.Request) -> web.Response:
         raise InvalidInput(
             "payload", f"event larger than {dispatcher.settings.max_payload} bytes", "too_large", 413
         )
+    await dispatcher.feed.sync(time.monotonic(), COUNT_SYNC_WAIT)  # count receivers created just before
     receivers = len(dispatcher.feed.index.match(event.event_type, event.tenant))
     await dispatcher.produce_event(event.id, record)
     return _json({"id": event.id, "event_type": event.event_type, "receivers": receivers}, status=202)

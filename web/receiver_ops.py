@@ -27,7 +27,7 @@ from dispatcher.domain.records import (
 )
 from dispatcher.domain.webhook import iso_timestamp
 
-from .api import _dispatcher, _json, poll_state, read_json, wait_applied
+from .api import _dispatcher, _json, poll_state, read_json, subscription_published, wait_applied
 from .routing import owner_routed
 
 if TYPE_CHECKING:
@@ -132,6 +132,7 @@ async def delete_receiver(request: web.Request) -> web.Response:
         await dispatcher.produce_requests([(rid, encode_control_record(ReceiverControl("delete")))])
     _, current = await poll_state(dispatcher, rid, lambda s: s is None)
     if current is None:
+        await subscription_published(dispatcher, rid)  # an event published next passes it by
         return _json({"id": rid, "deleted": True, "dead_lettered": state.backlog})
     return _json({"id": rid, "deleted": False, "status": "deleting", "backlog": current.backlog}, status=202)
 

@@ -7,7 +7,9 @@ from typing import Any
 
 import orjson
 import pytest
+from aiokafka import AIOKafkaProducer
 
+from dispatcher.broker import EmbeddedBroker
 from dispatcher.domain.events import copy_id
 from tests.harness import Api, Receiver, WorkerProcess, first_copies, wait_until, wait_until_read
 
@@ -110,6 +112,38 @@ async def test_patterns_and_tenants_pick_the_receivers(worker: WorkerProcess, ap
             got = {orjson.loads(d.body)["data"]["n"] for d in first_copies(server.by_path(name))}
             assert got == gets, name
     finally:
+        await server.stop()
+
+
+async def test_an_event_published_right_after_a_create_or_delete_sees_it(
+    worker: WorkerProcess, broker: EmbeddedBroker, api: Api
+) -> None:
+    """Read your writes: once `POST /v1/receivers` answered, the next event reaches the receiver,
+    whether published through the API or straight to the events topic; once `DELETE` answered,
+    the next event does not fan out to it."""
+    server = await Receiver().start()
+    producer = AIOKafkaProducer(bootstrap_servers=broker.url.removeprefix("kafka://"), acks="all")
+    await producer.start()
+    try:
+        others = (await publish(api, event_type="ryw.none", payload={}))["receivers"]  # the catch-alls
+        rounds = 16
+        for n in range(rounds):
+            await api.create_receiver(url=server.url(f"ryw{n}"), id=f"ryw-{n}", event_types=[f"ryw.t{n}"])
+            event = {"event_type": f"ryw.t{n}", "payload": {"n": n}, "id": f"ryw-e{n}"}
+            if n % 2:  # the fan-out agent's own sync, not the API's, is what finds the receiver
+                await producer.send_and_wait(f"{worker.app_id}.events", orjson.dumps(event))
+            else:
+                assert (await publish(api, **event))["receivers"] == others + 1
+        await wait_until(lambda: len(first_copies(server.completed)) == rounds, 60, "one copy per receiver")
+        got = sorted((d.path, d.msg_id) for d in first_copies(server.completed))
+        assert got == sorted((f"ryw{n}", copy_id(f"ryw-e{n}", f"ryw-{n}")) for n in range(rounds))
+
+        status, body = await api.call("DELETE", "/v1/receivers/ryw-0")
+        assert status == 200, body
+        answer = await publish(api, event_type="ryw.t0", payload={}, id="ryw-after-delete")
+        assert answer["receivers"] == others, answer
+    finally:
+        await producer.stop()
         await server.stop()
 
 
