@@ -505,6 +505,11 @@ class _Step:
         if command.seen_seq is not None and command.seen_seq < state.next_seq:
             self.actions.append(Ignored("duplicate message id", msg.id, command.seen_seq))
             return
+        if msg.from_event and msg.accepted_at < state.config.created_at:
+            # Fan-out matched a newer index than the event's (a backlog of events, or an id
+            # deleted and created again): a receiver gets the events accepted after its creation.
+            self.actions.append(Ignored("event accepted before the receiver was created", msg.id))
+            return
         seq = state.next_seq
         encoded = encode_backlog_entry(msg, seq)
         if refuses_new(state, self.policy, len(encoded)):

@@ -77,4 +77,6 @@ def copy_id(event_id: str, receiver_id: str) -> str:
 
 def copy_for(event: Event, receiver_id: str) -> Message:
     msg_id = copy_id(event.id, receiver_id)
-    return Message(msg_id, receiver_id, event.event_type, event.payload, {}, event.accepted_at)
+    return Message(
+        msg_id, receiver_id, event.event_type, event.payload, {}, event.accepted_at, from_event=True
+    )

@@ -37,6 +37,7 @@ class Message:
     headers: dict[str, str] = field(default_factory=dict)
     accepted_at: float = 0.0
     replay_of: int | None = None  # the dead-lettered seq this message replays
+    from_event: bool = False  # a fan-out copy: its receiver takes it only if created before the event
 
 
 @dataclass(slots=True, frozen=True)
@@ -218,6 +219,8 @@ def encode_message_record(msg: Message) -> bytes:
         record["headers"] = msg.headers
     if msg.replay_of is not None:
         record["replay_of"] = msg.replay_of
+    if msg.from_event:
+        record["from_event"] = True
     return orjson.dumps(record)
 
 
@@ -287,7 +290,8 @@ def _decode_message(
     if replay_of is not None and (not isinstance(replay_of, int) or isinstance(replay_of, bool)):
         raise InvalidInput("replay_of", "must be a seq number", code="malformed")
     return Message(
-        msg_id, receiver_id, event_type, data["payload"], headers, float(accepted_at), replay_of
+        msg_id, receiver_id, event_type, data["payload"], headers, float(accepted_at), replay_of,
+        data.get("from_event") is True,
     )
 
 

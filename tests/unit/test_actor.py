@@ -149,6 +149,17 @@ def test_duplicate_id_within_window_is_ignored() -> None:
     assert new == state and effects == [Ignored("duplicate message id", "m3", 3)]
 
 
+def test_an_event_copy_accepted_before_the_receiver_was_created_is_not_taken() -> None:
+    state = replace(fresh(), config=replace(CONFIG, created_at=50.0))
+    older = replace(msg(1, at=49.9), from_event=True)
+    new, effects = step(state, Intake(older), 60.0)
+    assert new == state and effects == [Ignored("event accepted before the receiver was created", "m1")]
+    # The same age as a direct message, or a copy of a later event: taken.
+    for taken in (msg(1, at=49.9), replace(msg(2, at=50.0), from_event=True)):
+        new, effects = step(state, Intake(taken), 60.0)
+        assert new.next_seq == 2 and effects[0] == PutBacklog(1, taken)
+
+
 def test_dedup_entry_ahead_of_saved_state_is_not_trusted() -> None:
     """Crash after the dedup write but before the state write: the message keeps its seq."""
     state = replace(fresh(), next_seq=6, delivered_seq=5)
