@@ -144,6 +144,16 @@ class _Consumer(faust_aiokafka.Consumer):
         await self._seek_then_expect(tps, super().perform_seek())
         for tp in tps:  # the committed offset is the next one to read (None: not known)
             self._expected[tp] = self._read_offset.get(tp)
+        # A source partition with no committed offset (its last owner died before its first
+        # commit) was not moved by that seek, yet what its fetch brought in meanwhile was
+        # dropped above: read it from its start again, or those records are never processed.
+        sources = self.app.topics.acks_enabled_for
+        uncommitted = [tp for tp in tps if self._read_offset.get(tp) is None and sources(tp.topic)]
+        if uncommitted:
+            starts = await self.earliest_offsets(*uncommitted)
+            log.info("no committed offset for %d source partitions: reading them from their start",
+                     len(uncommitted))
+            await self.seek_wait({tp: starts.get(tp, 0) for tp in uncommitted})
 
     async def seek_wait(self, partitions: Mapping[Any, int]) -> None:
         await self._seek_then_expect(partitions, super().seek_wait(partitions))
