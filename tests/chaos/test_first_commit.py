@@ -1,13 +1,18 @@
-"""A worker killed before its first offset commit: its successor processes every record.
+"""A successor worker processes every record left after its predecessor's kill -9.
 
-With no committed offset, Faust's seek after recovery leaves a source partition
-where its fetch already was, and the records fetched while that seek ran are
-dropped as stale (see kafka_transport._Consumer). The successor must read such
-partitions from their start again, or the records before its fetch position
-are never processed: messages accepted and never delivered.
+After recovery Faust seeks the source partitions to their committed offsets one
+at a time (a committed-offset request each) while fetching goes on, and leaves a
+partition with no committed offset where its fetch was; the records that arrive
+meanwhile are dropped as possibly stale (see kafka_transport._Consumer). Unless
+every source partition is sought again at once, records fetched after their own
+partition's seek, or before a seek that never moved, are never processed:
+messages accepted and never delivered. Both cases: a predecessor killed before
+its first commit, and one killed after commits, with messages produced since.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
@@ -21,13 +26,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 RECEIVERS = 24
 
 
-async def test_a_successor_processes_the_records_of_partitions_never_committed(
-    make_worker, broker: EmbeddedBroker
+@pytest.mark.parametrize("committed", [False, True], ids=["never-committed", "committed"])
+async def test_a_successor_processes_every_record_left_after_a_kill9(
+    make_worker, broker: EmbeddedBroker, committed: bool
 ) -> None:
     recv = await Receiver().start()
-    # No commit within the test (1 h), and the same instance id: the successor joins at once,
-    # fetching from the start of partitions that hold records and no committed offset.
-    env = {"DISPATCHER_COMMIT_INTERVAL": "3600", "DISPATCHER_INSTANCE_ID": "first-commit-0"}
+    # The same instance id: the successor joins at once, without waiting out a session.
+    # Never committed: no commit within the test (1 h). Committed: every 0.2 s.
+    env = {"DISPATCHER_COMMIT_INTERVAL": "0.2" if committed else "3600",
+           "DISPATCHER_INSTANCE_ID": "first-commit-0"}
     worker = make_worker("a", **env).start()
     await worker.wait_ready()
     api = Api(worker.url)
@@ -36,6 +43,8 @@ async def test_a_successor_processes_the_records_of_partitions_never_committed(
         for rid in ids:
             await api.create_receiver(recv.url(rid), id=rid)
         assert len({partitioner(8)(rid) for rid in ids}) == 8, "every partition holds records"
+        if committed:
+            await asyncio.sleep(1.0)  # past a few commits: the successor starts from committed offsets
         worker.kill9()
 
         async with DispatcherProducer(broker.url.removeprefix("kafka://"), app_id=worker.app_id) as producer:
