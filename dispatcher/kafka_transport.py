@@ -104,10 +104,12 @@ class _Consumer(faust_aiokafka.Consumer):
     record. Strict partitions are our agent's sources (requests, commands: no
     compaction, no transactions) and, on a broker that never compacts
     (`contiguous_changelogs`, the embedded one), the changelogs. For them:
-    records arriving while a seek is pending are dropped, a record below the
-    next expected offset is dropped, and a jump past it seeks back and reads
-    the skipped records again (after `READ_AGAIN_TRIES` at one offset it gives
-    up, logs an error and lets the commit pass).
+    every seek sets the next expected offset before it is made; a record below
+    it is dropped, and a jump past it seeks back and reads the skipped records
+    again (after `READ_AGAIN_TRIES` at one offset it gives up, logs an error
+    and lets the commit pass). Only while Faust's own seek after recovery runs
+    (its offsets not known yet) is everything that arrives dropped; the source
+    partitions are sought again after it (`perform_seek`).
     """
 
     READ_AGAIN_TRIES = 10
@@ -131,14 +133,6 @@ class _Consumer(faust_aiokafka.Consumer):
             self._strict_topics[topic] = strict
         return strict
 
-    async def _seek_then_expect(self, tps: Any, seek: Any) -> Any:
-        tps = set(tps)
-        self._seeking |= tps
-        try:
-            return await seek
-        finally:
-            self._seeking -= tps
-
     async def perform_seek(self) -> None:
         """Faust's seek to the committed offsets, then one seek of every source partition at once.
 
@@ -149,34 +143,41 @@ class _Consumer(faust_aiokafka.Consumer):
         three partitions' records were never processed). Faust also leaves a
         partition with no committed offset where its fetch was. So the source
         partitions are sought again together, to the committed offset or, without
-        one, to their earliest, and only then does anything reach the agent.
+        one, to their earliest. That last seek is judged by offset, not by time:
+        the expected offsets are set first, so whatever arrives around it, fetched
+        before or after, is handed over if it is the next record, dropped if older,
+        and read again from the expected one if it jumps ahead. (Dropping by time
+        lost records once in CI: a fetch result that raced the seek's completion
+        was dropped after the position had passed it.)
         """
         tps = set(self.assignment())
+        targets: dict[Any, int] = {}
         self._seeking |= tps
         try:
             await super().perform_seek()
             sources = self.app.topics.acks_enabled_for
-            targets = {tp: self._read_offset.get(tp) for tp in tps if sources(tp.topic)}
-            uncommitted = [tp for tp, offset in targets.items() if offset is None]
+            committed = {tp: self._read_offset.get(tp) for tp in tps if sources(tp.topic)}
+            uncommitted = [tp for tp, offset in committed.items() if offset is None]
+            starts = await self.earliest_offsets(*uncommitted) if uncommitted else {}
             if uncommitted:
-                starts = await self.earliest_offsets(*uncommitted)
                 log.info("no committed offset for %d source partitions: reading them from their start",
                          len(uncommitted))
-                targets.update({tp: starts.get(tp, 0) for tp in uncommitted})
-            if targets:
-                await super().seek_wait(targets)
+            targets = {tp: starts.get(tp, 0) if at is None else at for tp, at in committed.items()}
+            for tp in tps:  # the next offset to hand over (None: not known)
+                self._expected[tp] = targets[tp] if tp in targets else self._read_offset.get(tp)
         finally:
             self._seeking -= tps
-        for tp in tps:  # the next offset to hand over (None: not known)
-            self._expected[tp] = targets[tp] if tp in targets else self._read_offset.get(tp)
+        if targets:
+            await super().seek_wait(targets)
 
     async def seek_wait(self, partitions: Mapping[Any, int]) -> None:
-        await self._seek_then_expect(partitions, super().seek_wait(partitions))
+        # Expectation first: what arrives around the seek is judged by its offset (see perform_seek).
         self._expected.update(partitions)
+        await super().seek_wait(partitions)
 
     async def seek(self, partition: Any, offset: int) -> None:
-        await self._seek_then_expect([partition], super().seek(partition, offset))
         self._expected[partition] = offset
+        await super().seek(partition, offset)
 
     def _new_offset(self, tp: Any) -> int | None:
         """Faust's next offset to commit, but never past an unacked offset right after the committed one.
@@ -195,7 +196,6 @@ class _Consumer(faust_aiokafka.Consumer):
                 log.warning("offset %d of %s[%d] was never processed: reading from it again",
                             committed, tp.topic, tp.partition)
                 self._reread_at[(tp, committed)] = now  # once per 10 s: the agent may be behind
-                self._seeking.add(tp)  # until the seek below runs: drop what arrives meanwhile
                 task = asyncio.ensure_future(self.seek_wait({tp: committed}))
                 self._rereads.add(task)
                 task.add_done_callback(self._rereads.discard)
