@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from .actor_runner import ActorRunner
+from .failures import log_failure
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,8 @@ class Ownership:
             self._runner.timers.drop_partitions({partition})
         if rebuild:
             self._rebuild = asyncio.create_task(self._rebuild_timers(sorted(rebuild), self._generation))
-            self._rebuild.add_done_callback(_log_failure)  # its partitions stay unbuilt till the next
+            # On failure its partitions stay unbuilt until the next recovery.
+            self._rebuild.add_done_callback(log_failure(log, "timer rebuild failed"))
         self.recovered = True
         self._runner.timers.paused = False
         log.info("partitions owned=%s gained=%s lost=%s; rebuilding the timers of %s",
@@ -80,7 +82,7 @@ class Ownership:
         return generation == self._generation and self.recovered and partition in self.owned
 
     async def _rebuild_timers(self, partitions: list[int], generation: int) -> None:
-        """Rebuild the gained partitions' timer wheels from the receivers' states, a chunk at a time."""
+        """Rebuild these partitions' timer wheels from the receivers' states, a chunk at a time."""
         started, scanned, timers = time.monotonic(), 0, 0
         store, runner = self._runner.store, self._runner
         for partition in partitions:
@@ -104,7 +106,3 @@ class Ownership:
         log.info("timers rebuilt for partitions %s: %d receivers scanned, %d timers, %.1f s",
                  partitions, scanned, timers, time.monotonic() - started)
 
-
-def _log_failure(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and (exc := task.exception()) is not None:
-        log.error("timer rebuild failed: %s: %s", type(exc).__name__, exc)

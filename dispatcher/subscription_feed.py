@@ -25,6 +25,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .domain.subscriptions import SubscriptionIndex, decode_subscription
+from .failures import log_failure
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +74,13 @@ class SubscriptionFeed:
                 return False
             if self._barrier is None or self._barrier.done():
                 self._barrier = asyncio.create_task(self._pass_barrier())
-                self._barrier.add_done_callback(_log_barrier_error)
+                failed = log_failure(log, "subscription sync attempt failed", logging.INFO)
+                self._barrier.add_done_callback(failed)
             try:
                 await asyncio.wait_for(asyncio.shield(self._barrier), left)
             except TimeoutError:
                 return False
-            except Exception:  # noqa: BLE001 - logged by _log_barrier_error; the reader is restarting
+            except Exception:  # noqa: BLE001 - logged by its done-callback; the reader is restarting
                 await asyncio.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
         return True
 
@@ -100,9 +102,6 @@ class SubscriptionFeed:
     async def _wait_progress(self) -> None:
         self._progress.clear()
         await self._progress.wait()
-
-    def _signal_progress(self) -> None:
-        self._progress.set()
 
     async def run(self) -> None:
         """Read the topic until cancelled; restart the consumer after an error."""
@@ -130,13 +129,13 @@ class SubscriptionFeed:
                 for records in batch.values():
                     for record in records:
                         self.apply(record.key, record.value)
-                self._signal_progress()
+                self._progress.set()
                 if not self.caught_up.is_set() and await self._at_end(consumer, tps):
                     log.info("subscriptions read: %d receivers", len(self.index))
                     self.caught_up.set()
         finally:
             self._consumer = None
-            self._signal_progress()
+            self._progress.set()
             await consumer.stop()
 
     async def _at_end(self, consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> bool:
@@ -147,7 +146,3 @@ class SubscriptionFeed:
                 return False
         return True
 
-
-def _log_barrier_error(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and (exc := task.exception()) is not None:
-        log.info("subscription sync attempt failed (%s: %s); trying again", type(exc).__name__, exc)

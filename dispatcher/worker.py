@@ -18,6 +18,7 @@ from .actor_store import ActorStore
 from .agent import register_actor_agent
 from .deliverer import API_SLOTS, Deliverer
 from .domain.records import WAKE_RECORD, Outcome, encode_outcome
+from .failures import log_failure
 from .fanout import register_fanout_agent
 from .kafka_transport import client_options
 from .ownership import Ownership
@@ -152,7 +153,8 @@ class Dispatcher:
         registration) from taking one broker round trip each.
         """
         fut = await self.topology.subscriptions.send(key=receiver_id.encode(), value=record)
-        fut.add_done_callback(lambda done: _log_failed_send(done, "subscription", receiver_id))
+        what = f"could not publish the subscription of receiver_id={receiver_id}"
+        fut.add_done_callback(log_failure(log, what))
         self._subscription_sends[receiver_id] = fut
         fut.add_done_callback(lambda done: self._forget_send(receiver_id, done))
 
@@ -213,11 +215,6 @@ class Dispatcher:
             "subscriptions": {"receivers": len(self.feed.index), "caught_up": self.feed.caught_up.is_set()},
             "timers": len(self.timers),
         }
-
-
-def _log_failed_send(fut: Any, what: str, receiver_id: str) -> None:
-    if not fut.cancelled() and fut.exception() is not None:
-        log.error("could not publish the %s of receiver_id=%s: %s", what, receiver_id, fut.exception())
 
 
 async def _send(topic: Any, key: str, value: bytes | None) -> None:
