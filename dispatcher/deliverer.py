@@ -19,10 +19,11 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from .domain.evolve import evolve
 from .domain.ids import new_id
 from .domain.lanes import Lane
 from .domain.records import Outcome, ReceiverConfig, Verification
@@ -182,7 +183,7 @@ class Deliverer:
         """A ping asked for through the API: posted now, outside the receiver's slot."""
         async with self._api_slots:
             outcome = await self._post_ping(receiver_id, "manual", config)
-        return replace(outcome, manual=True)
+        return evolve(outcome, manual=True)
 
     async def verify(self, config: ReceiverConfig) -> Verification:
         """Run the endpoint-verification handshake against `config.url` (asked for through the API)."""
@@ -241,12 +242,12 @@ class Deliverer:
             log.error("backlog entry missing receiver_id=%s seq=%d", job.receiver_id, job.seq)
             self._forget(job)
             return None
-        outcome = replace(await self._post(job, entries, batching), attempt=job.attempt)
+        outcome = evolve(await self._post(job, entries, batching), attempt=job.attempt)
         _log_outcome(job, outcome)
         return outcome
 
     async def _probe(self, job: Job) -> Outcome:
-        outcome = replace(await self._post_ping(job.receiver_id, job.token, job.config), attempt=job.attempt)
+        outcome = evolve(await self._post_ping(job.receiver_id, job.token, job.config), attempt=job.attempt)
         log.info(
             "probe receiver_id=%s number=%d lane=%s status=%s error=%s",
             job.receiver_id, job.attempt, job.lane, outcome.status, outcome.error,
@@ -290,7 +291,7 @@ class Deliverer:
         body = build_ping(receiver_id, started)
         headers = build_ping_headers(config, ping_id, body, started)
         outcome = await self._timed_post(token, config, headers, body, 0, ping_id)
-        return replace(outcome, probe=True)
+        return evolve(outcome, probe=True)
 
     async def _post(self, job: Job, entries: list[dict[str, Any]], batching: bool) -> Outcome:
         first, last = entries[0], entries[-1]
@@ -307,7 +308,7 @@ class Deliverer:
             error = f"internal: {exc}"
             return Outcome(first["seq"], msg_id, job.token, False, None, error, 0.0, self._clock())
         outcome = await self._timed_post(job.token, job.config, headers, body, first["seq"], msg_id)
-        return replace(outcome, last=last["seq"] if batching else 0)
+        return evolve(outcome, last=last["seq"] if batching else 0)
 
     async def _timed_post(
         self, token: str, config: ReceiverConfig, headers: dict[str, str], body: bytes, seq: int, msg_id: str

@@ -21,13 +21,14 @@ can be rebuilt from the table after a crash or a rebalance.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import orjson
 
 from .breaker import Breaker, BreakerPolicy, Circuit
 from .delivery_options import DEAD_LETTER_OLDEST, REJECT
+from .evolve import evolve
 from .lanes import Health, Lane, LanePolicy
 from .ratelimit import Bucket, burst_of
 from .records import Message, Outcome, ReceiverConfig, encode_backlog_entry
@@ -487,7 +488,7 @@ class _Step:
     def update(self, **changes: Any) -> None:
         state = self.state
         if any(getattr(state, name) != value for name, value in changes.items()):
-            self.state = replace(state, **changes)
+            self.state = evolve(state, **changes)
             self.dirty = True
 
     def finish(self) -> tuple[ReceiverState, list[Effect]]:
@@ -634,7 +635,7 @@ class _Step:
         breaker = before.probe_result(outcome.ok, self.now, self.policy.breaker, number)
         if before.circuit is Circuit.OPEN and breaker.circuit is Circuit.HALF_OPEN:
             # the head (unordered: one message of the window) goes out now, once
-            window = tuple(replace(slot, next_attempt_at=0.0) for slot in self.state.window)
+            window = tuple(evolve(slot, next_attempt_at=0.0) for slot in self.state.window)
             self.update(next_attempt_at=0.0, window=window)
         self.update(breaker=breaker)
         if not outcome.ok and not outcome.manual and self.state.head is not None:
@@ -893,7 +894,7 @@ class _Step:
         failed = (attempts, outcome.status, outcome.error)
         if verdict is Verdict.GONE:
             self.update(disabled=True, disabled_reason=f"receiver answered 410 Gone (seq {outcome.seq})")
-            self.update(window=replaced(self.state.window, replace(slot, attempts=attempts)))
+            self.update(window=replaced(self.state.window, evolve(slot, attempts=attempts)))
         elif verdict is Verdict.PERMANENT:
             self._dead_letter_seq(slot.seq, PERMANENT_STATUS, f"{detail}, not retryable", *failed)
         elif attempts >= self.retry.max_attempts:

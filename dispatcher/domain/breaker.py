@@ -10,7 +10,9 @@ its failure opens it again. The backlog is untouched throughout.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+from .evolve import evolve
 
 
 class Circuit(enum.StrEnum):
@@ -61,7 +63,7 @@ class Breaker:
         )
         if tripped:
             return self._open(now, policy, consecutive, recent, n)
-        return replace(self, consecutive=consecutive, recent=recent, recent_n=n)
+        return evolve(self, consecutive=consecutive, recent=recent, recent_n=n)
 
     def probe_result(self, ok: bool, now: float, policy: BreakerPolicy, number: int = 0) -> Breaker:
         """Probe `number` finished (0: a ping asked for by hand); only an open circuit cares."""
@@ -69,8 +71,8 @@ class Breaker:
             return self
         answered = number or self.answered
         if ok:
-            return replace(self, circuit=Circuit.HALF_OPEN, probe_at=0.0, answered=answered)
-        return replace(self, probe_at=now + policy.probe_delay(self.probes), answered=answered)
+            return evolve(self, circuit=Circuit.HALF_OPEN, probe_at=0.0, answered=answered)
+        return evolve(self, probe_at=now + policy.probe_delay(self.probes), answered=answered)
 
     def fresh_probe(self, number: int) -> bool:
         """False for an older probe's result, or this one's replayed after a crash."""
@@ -78,7 +80,7 @@ class Breaker:
 
     def probe_sent(self, now: float, policy: BreakerPolicy) -> Breaker:
         """A probe went out; `probe_at` becomes its lease, in case its result is lost."""
-        return replace(self, probes=self.probes + 1, probe_at=now + policy.probe_delay(self.probes + 1))
+        return evolve(self, probes=self.probes + 1, probe_at=now + policy.probe_delay(self.probes + 1))
 
     def _open(self, now: float, policy: BreakerPolicy, consecutive: int, recent: int, n: int) -> Breaker:
         probes = self.probes if self.circuit is Circuit.HALF_OPEN else 0

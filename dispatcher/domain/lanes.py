@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
+
+from .evolve import evolve
 
 TIMED_OUT = 1 << 30  # the sample a timeout leaves: slower than any answer
 
@@ -73,7 +75,7 @@ class Health:
         sample = int(latency_ms) if answered else TIMED_OUT
         fast = answered and latency_ms < policy.slow_ms
         recent = (*self.recent_ms, sample)[-policy.window :]
-        new = replace(
+        new = evolve(
             self,
             recent_ms=recent,
             timeouts_in_row=self.timeouts_in_row + 1 if timed_out else 0,

@@ -1,11 +1,16 @@
-"""A worker killed after a burst rebuilds every receiver's state from the changelog, to the last record."""
+"""A worker killed after a burst rebuilds every receiver's state from the changelog, to the last record;
+one stopped cleanly keeps it on disk."""
 
 from __future__ import annotations
 
 import asyncio
 
+import orjson
 import pytest
+from rocksdict import AccessType, Options, Rdict
 
+from dispatcher.domain import keys
+from dispatcher.partitioning import partitioner
 from tests.harness import Api, Receiver, first_copies, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
@@ -48,3 +53,34 @@ async def test_state_rebuilt_from_changelog_after_kill9_is_complete(make_worker)
     finally:
         await api.close()
         await recv.stop()
+
+
+async def test_a_clean_stop_leaves_every_write_on_disk(make_worker) -> None:
+    """The table's RocksDB writes skip the WAL; a clean stop must still leave them on disk, so the next
+    start reads the local store instead of the changelog."""
+    recv = await Receiver().start()
+    worker = make_worker("a").start()
+    await worker.wait_ready()
+    api = Api(worker.url)
+    try:
+        rid = (await api.create_receiver(recv.url("r"), id="r"))["id"]
+        assert (await api.call("POST", f"/v1/receivers/{rid}/pause"))[0] == 200
+        await api.send_batch([{"receiver_id": rid, "event_type": "t.x", "payload": {"n": n}, "id": f"m{n}"}
+                              for n in range(1, MESSAGES + 1)])
+        await api.eventually_state(rid, lambda s: s["backlog"] == MESSAGES, 60, "the burst stored")
+    finally:
+        await api.close()
+        await recv.stop()
+    worker.stop()
+    assert worker.process is not None and worker.process.returncode == 0
+
+    stores = list(worker.data_dir.glob(f"*/tables/*-{partitioner(8)(rid)}.db"))
+    assert len(stores) == 1, f"one store of the receiver's partition, found {stores}"
+    db = Rdict(str(stores[0]), options=Options(raw_mode=True), access_type=AccessType.read_only())
+    try:
+        raw = db.get(keys.state_key(rid))
+        assert raw is not None, "the receiver's state is on disk"
+        assert orjson.loads(raw)["next_seq"] == MESSAGES + 1
+        assert db.get(keys.backlog_key(rid, MESSAGES)) is not None, "the last message is on disk"
+    finally:
+        db.close()
