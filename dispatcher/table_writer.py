@@ -1,32 +1,38 @@
-"""The actor table's reads and writes: RocksDB at once, the changelog in batches per partition.
+"""The actor table's reads and writes: the changelog first, RocksDB once the broker has it.
 
 Faust writes a table key by key: each write makes a FutureMessage, goes
 through its producer buffer and `publish_message` to aiokafka, and when acked
 writes the changelog offset into RocksDB again. At several writes per
-delivery that was most of the worker's CPU. Here a write goes to the
-partition's RocksDB at once and its changelog record into a per-partition
-list; a sender task turns whatever has piled up into record batches, handed
-to aiokafka in write order (one batch in flight per partition keeps the
-order), and the consumer's commit waits for them (`flush`), so offsets are
-still never committed ahead of the writes they caused. The changelog offset
-is stored once per flush, not per record.
+delivery that was most of the worker's CPU. Here a write goes into an
+in-memory overlay of the partition and its changelog record into a
+per-partition list; a sender task turns whatever has piled up into record
+batches, handed to aiokafka in write order (one partition's batches are
+acked in order), and the consumer's commit waits for them (`flush`), so
+offsets are never committed ahead of the writes they caused.
+
+A batch reaches RocksDB only once the broker has acked it, with the changelog
+offset it ends at; reads and scans see the overlay first. So a local store
+never holds a write its changelog lacks, and what is on disk after a kill -9
+is a prefix of the changelog up to the offset it records: the next start
+keeps it and reads only the changelog's tail (Faust's recovery from the
+stored offset), instead of rebuilding every receiver from the whole changelog.
+
+RocksDB writes skip its write-ahead log for the same reason: the changelog
+is the durable copy. An unlogged store keeps on disk a prefix of its writes
+(memtables are flushed in order), and a prefix is all the recovery needs.
 
 The partition is given by the caller (the receiver's partition), so a write
 need not run inside the stream's iteration.
-
-RocksDB writes skip its write-ahead log. The changelog is the durable copy:
-after an unclean stop the local tables are dropped and rebuilt from it
-(`worker.prepare_data_dir`), so the log only cost a write per put. What an
-unlogged store keeps on disk is a prefix of its writes, flushed memtable by
-memtable, and the changelog offset it records is written after the records
-it covers; so after a clean stop whose last memtable was not flushed, the
-recovery reads more of the changelog and nothing is lost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import count
 from typing import Any
 
 import rocksdict
@@ -34,7 +40,7 @@ from faust.types import TP
 
 log = logging.getLogger(__name__)
 
-Record = tuple[bytes, bytes | None]  # key, value (None: a delete)
+Record = tuple[bytes, bytes | None, int]  # key, value (None: a delete), write number
 LINGER = 0.005  # seconds writes pile up before they are sent: fewer, larger produce requests
 
 
@@ -57,12 +63,23 @@ def open_unlogged(store: Any) -> None:
     options.open = open_without_wal
 
 
+@dataclass(slots=True)
+class _Sent:
+    """A changelog batch handed to the producer, and the writes it carries."""
+
+    future: asyncio.Future[Any]
+    records: list[Record]
+
+
 class ChangelogTable:
     def __init__(self, table: Any) -> None:
         self._table = table
         open_unlogged(table.data)
-        self._pending: dict[int, list[Record]] = {}
-        self._last: dict[int, tuple[asyncio.Future[Any], int]] = {}  # newest batch per partition
+        self._pending: dict[int, list[Record]] = {}  # written, not handed to the producer yet
+        self._sent: dict[int, deque[_Sent]] = {}  # handed to the producer, not in RocksDB yet; oldest first
+        # partition -> key -> (write number, value) of its newest write not in RocksDB yet
+        self._unacked: dict[int, dict[bytes, tuple[int, bytes | None]]] = {}
+        self._numbers = count(1)
         self._lock: asyncio.Lock | None = None  # one drain at a time keeps each partition's order
         self._wakeup: asyncio.Event | None = None
         self._error: BaseException | None = None
@@ -71,24 +88,44 @@ class ChangelogTable:
     def _store(self) -> Any:
         return self._table.data
 
-    def db(self, partition: int) -> Any:
+    def _db(self, partition: int) -> Any:
         """The partition's RocksDB (opened on first use)."""
         return self._store._db_for_partition(partition)  # Faust has no public per-partition access
 
     def get(self, partition: int, key: bytes) -> bytes | None:
+        unacked = self._unacked.get(partition)
+        if unacked:
+            newest = unacked.get(key)
+            if newest is not None:
+                return newest[1]
         db = self._store._dbs.get(partition)  # a partition not held here has no entries
         return None if db is None else db.get(key)
 
+    def items(
+        self, partition: int, prefix: bytes, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """The partition's entries under `prefix` from `start` on, in key order, the overlay's included."""
+        low = max(start or prefix, prefix)
+        stored = self._db(partition).items(from_key=low)
+        unacked = self._unacked.get(partition)
+        if not unacked:
+            yield from _under(stored, prefix)
+            return
+        newer = sorted((key, value) for key, (_, value) in unacked.items()
+                       if key >= low and key.startswith(prefix))
+        yield from _merged(_under(stored, prefix), newer)
+
     def put(self, partition: int, key: bytes, value: bytes) -> None:
-        self.db(partition).put(key, value)
-        self._queue(partition, key, value)
+        self._write(partition, key, value)
 
     def delete(self, partition: int, key: bytes) -> None:
-        self.db(partition).delete(key)
-        self._queue(partition, key, None)
+        self._write(partition, key, None)
 
-    def _queue(self, partition: int, key: bytes, value: bytes | None) -> None:
-        self._pending.setdefault(partition, []).append((key, value))
+    def _write(self, partition: int, key: bytes, value: bytes | None) -> None:
+        self._db(partition)  # open now: the acked batch is stored where this worker holds the partition
+        number = next(self._numbers)
+        self._unacked.setdefault(partition, {})[key] = (number, value)
+        self._pending.setdefault(partition, []).append((key, value, number))
         if self._wakeup is not None:
             self._wakeup.set()
 
@@ -106,18 +143,21 @@ class ChangelogTable:
                 self._error = exc
 
     async def flush(self) -> None:
-        """Send everything written so far and wait until the broker has it; store the offsets."""
+        """Send everything written so far and wait until the broker has it and RocksDB holds it."""
         await self._drain()
-        topic = self._table.changelog_topic.get_topic_name()
-        for partition, (fut, count) in list(self._last.items()):
-            metadata = await fut  # raises if the batch failed
-            if self._last.get(partition, (None, 0))[0] is fut:
-                del self._last[partition]
-            if partition in self._store._dbs:
-                self._store.set_persisted_offset(TP(topic, partition), metadata.offset + count - 1)
+        for partition, sent in list(self._sent.items()):
+            for batch in list(sent):
+                await batch.future  # raises if the batch failed
+            self._store_acked(partition)
         if self._error is not None:
             error, self._error = self._error, None
             raise error
+
+    def forget_partitions(self, partitions: set[int]) -> None:
+        """Partitions handed over (after the flush that precedes it): their overlay is the next owner's."""
+        for partition in partitions:
+            self._unacked.pop(partition, None)
+            self._sent.pop(partition, None)
 
     async def _drain(self) -> None:
         if self._lock is None:
@@ -131,15 +171,81 @@ class ChangelogTable:
                     await self._send(producer, topic, partition, records)
 
     async def _send(self, producer: Any, topic: str, partition: int, records: list[Record]) -> None:
-        batch, count = producer.create_batch(), 0
-        for key, value in records:
+        batch, taken = producer.create_batch(), 0
+        for n, (key, value, _) in enumerate(records):
             if batch.append(key=key, value=value, timestamp=None) is None:
-                if count:  # full: send it and start the next
-                    sent = await producer.send_batch(batch, topic, partition=partition)
-                    self._last[partition] = (sent, count)
-                    batch, count = producer.create_batch(), 0
+                if n > taken:  # full: send it and start the next
+                    await self._send_batch(producer, topic, partition, batch, records[taken:n])
+                    batch, taken = producer.create_batch(), n
                 if batch.append(key=key, value=value, timestamp=None) is None:  # too large even alone
                     raise ValueError(f"a changelog record of {len(value or b'')} bytes does not fit a batch")
-            count += 1
-        if count:
-            self._last[partition] = (await producer.send_batch(batch, topic, partition=partition), count)
+        if len(records) > taken:
+            await self._send_batch(producer, topic, partition, batch, records[taken:])
+
+    async def _send_batch(
+        self, producer: Any, topic: str, partition: int, batch: Any, records: list[Record]
+    ) -> None:
+        future = await producer.send_batch(batch, topic, partition=partition)
+        self._sent.setdefault(partition, deque()).append(_Sent(future, records))
+        future.add_done_callback(lambda _: self._store_acked(partition))
+
+    def _store_acked(self, partition: int) -> None:
+        """Write the partition's acked batches to RocksDB, oldest first, with the offset they end at.
+
+        A failed batch stops it there: nothing after it may reach RocksDB
+        before it (flush raises its error, so no offset is committed past it).
+        """
+        sent = self._sent.get(partition)
+        db = self._store._dbs.get(partition)
+        if not sent or db is None:
+            return
+        unacked = self._unacked.get(partition, {})
+        writes, end = rocksdict.WriteBatch(raw_mode=True), None
+        while sent and sent[0].future.done():
+            future = sent[0].future
+            if future.cancelled() or future.exception() is not None:
+                break
+            records = sent.popleft().records
+            for key, value, number in records:
+                if value is None:
+                    writes.delete(key)
+                else:
+                    writes.put(key, value)
+                newest = unacked.get(key)
+                if newest is not None and newest[0] == number:  # no newer write is waiting
+                    del unacked[key]
+            end = future.result().offset + len(records) - 1
+        if end is not None:
+            db.write(writes)
+            topic = self._table.changelog_topic.get_topic_name()
+            self._store.set_persisted_offset(TP(topic, partition), end)
+
+
+def _under(items: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    for key, value in items:
+        if not key.startswith(prefix):
+            return
+        yield key, value
+
+
+def _merged(
+    stored: Iterator[tuple[bytes, bytes]], newer: list[tuple[bytes, bytes | None]]
+) -> Iterator[tuple[bytes, bytes]]:
+    """Two key-ordered runs as one; on the same key the newer value wins, and None hides the key."""
+    pending = iter(newer)
+    new = next(pending, None)
+    for key, value in stored:
+        while new is not None and new[0] < key:
+            if new[1] is not None:
+                yield new[0], new[1]
+            new = next(pending, None)
+        if new is not None and new[0] == key:
+            if new[1] is not None:
+                yield key, new[1]
+            new = next(pending, None)
+        else:
+            yield key, value
+    while new is not None:
+        if new[1] is not None:
+            yield new[0], new[1]
+        new = next(pending, None)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 import faust
-import orjson
 from yarl import URL
 
 from .actor_runner import ActorRunner
@@ -34,7 +32,7 @@ from .transport import AiohttpTransport, Transport
 
 log = logging.getLogger(__name__)
 
-CLEAN_MARKER = ".clean-shutdown"
+OLD_CLEAN_MARKER = ".clean-shutdown"
 WAKE_LEASE = 30.0
 
 
@@ -224,20 +222,15 @@ async def _send(topic: Any, key: str, value: bytes | None) -> None:
 
 
 def prepare_data_dir(data_dir: Path) -> None:
-    """Drop local table state unless the last run shut down cleanly.
+    """Keep the local tables, however the last run ended.
 
-    After kill -9 the local RocksDB may hold writes whose changelog records
-    were never acked; recovering from the changelog alone keeps every worker's
-    view identical.
+    A local store never holds a write its changelog lacks (`table_writer`), so
+    after a kill -9 too it is a prefix of the changelog up to the offset it
+    records, and recovery reads only the rest. Earlier versions dropped the
+    tables after an unclean stop; their marker file is removed.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
-    marker = data_dir / CLEAN_MARKER
-    if marker.exists():
-        marker.unlink()
-        return
-    for tables in data_dir.glob("*/tables"):
-        log.warning("unclean shutdown detected: rebuilding %s from the changelog", tables)
-        shutil.rmtree(tables)
+    (data_dir / OLD_CLEAN_MARKER).unlink(missing_ok=True)
 
 
 class _Worker(faust.Worker):
@@ -263,6 +256,4 @@ def run_worker(settings: Settings) -> int:
         code = exc.code if isinstance(exc.code, int) else 1
     else:
         code = 0
-    if code == 0:
-        (settings.data_dir / CLEAN_MARKER).write_bytes(orjson.dumps({"clean": True}))
     return code

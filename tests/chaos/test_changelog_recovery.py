@@ -1,5 +1,5 @@
-"""A worker killed after a burst rebuilds every receiver's state from the changelog, to the last record;
-one stopped cleanly keeps it on disk."""
+"""A worker killed after a burst has every receiver's state back, to the last record, whether it
+keeps its local store or rebuilds it from the changelog; one stopped cleanly keeps it on disk."""
 
 from __future__ import annotations
 
@@ -18,7 +18,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 MESSAGES = 300
 
 
-async def test_state_rebuilt_from_changelog_after_kill9_is_complete(make_worker) -> None:
+@pytest.mark.parametrize("local_store", ["kept", "lost"])
+async def test_state_rebuilt_from_changelog_after_kill9_is_complete(make_worker, local_store) -> None:
+    """Kept: the local store is a prefix of the changelog and recovery reads the rest. Lost (a new
+    disk): every receiver is rebuilt from the whole changelog."""
     recv = await Receiver().start()
     worker = make_worker("a").start()
     await worker.wait_ready()
@@ -35,7 +38,9 @@ async def test_state_rebuilt_from_changelog_after_kill9_is_complete(make_worker)
         await asyncio.sleep(3)  # past a commit (1 s): nothing is re-read after the restart
         await api.close()
 
-        worker.kill9()  # its local tables are dropped at start: the state comes from the changelog only
+        worker.kill9()
+        if local_store == "lost":
+            worker.data_dir = worker.data_dir.with_name(worker.data_dir.name + "-new")
         worker.start()
         await worker.wait_ready(120)
         api = Api(worker.url)

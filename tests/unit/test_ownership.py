@@ -40,8 +40,16 @@ class Partitions:
     def get(self, partition: int, key: bytes) -> bytes | None:
         return self.dbs[partition].get(key)
 
-    def db(self, partition: int) -> Rdict:
-        return self.dbs[partition]
+    def items(
+        self, partition: int, prefix: bytes, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        for key, value in self.dbs[partition].items(from_key=max(start or prefix, prefix)):
+            if not key.startswith(prefix):
+                return
+            yield key, value
+
+    def forget_partitions(self, partitions: set[int]) -> None:
+        return None
 
     def put(self, partition: int, key: bytes, value: bytes) -> None:
         self.dbs[partition][key] = value

@@ -1,0 +1,181 @@
+"""The actor table's write path on real RocksDB: the changelog first, RocksDB once the broker acked.
+
+Faust's store and aiokafka's producer are stand-ins, so each test decides when
+(and whether) a changelog batch is acked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from faust.types import TP
+from rocksdict import Options, Rdict
+
+from dispatcher.table_writer import ChangelogTable
+
+TOPIC = "app-actors-changelog"
+
+
+class Batch:
+    def __init__(self, room: int) -> None:
+        self.records: list[tuple[bytes, bytes | None]] = []
+        self.room = room
+
+    def append(self, key: bytes, value: bytes | None, timestamp: None) -> object | None:
+        if len(self.records) == self.room:
+            return None
+        self.records.append((key, value))
+        return object()
+
+
+class Producer:
+    """Hands out one future per batch; the test acks or fails them."""
+
+    def __init__(self, room: int = 100) -> None:
+        self.room = room
+        self.sent: list[tuple[int, Batch, asyncio.Future[Any]]] = []
+        self.offsets: dict[int, int] = {}
+
+    def create_batch(self) -> Batch:
+        return Batch(self.room)
+
+    async def send_batch(self, batch: Batch, topic: str, partition: int) -> asyncio.Future[Any]:
+        future = asyncio.get_running_loop().create_future()
+        self.sent.append((partition, batch, future))
+        return future
+
+    def ack(self, index: int) -> None:
+        partition, batch, future = self.sent[index]
+        base = self.offsets.get(partition, 0)
+        self.offsets[partition] = base + len(batch.records)
+        future.set_result(SimpleNamespace(offset=base))
+
+
+class Store:
+    """Faust's RocksDB store, as far as the table uses it: one Rdict per partition."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._dbs: dict[int, Rdict] = {}
+        self.persisted: dict[int, int] = {}
+        self.rocksdb_options = SimpleNamespace(open=self._open)
+
+    @staticmethod
+    def _open(path: Path, read_only: bool = False) -> Rdict:
+        return Rdict(str(path), Options(raw_mode=True))  # raw, as Faust opens them
+
+    def _db_for_partition(self, partition: int) -> Rdict:
+        if partition not in self._dbs:
+            self._dbs[partition] = self.rocksdb_options.open(self.root / f"p{partition}")
+        return self._dbs[partition]
+
+    def set_persisted_offset(self, tp: TP, offset: int) -> None:
+        self.persisted[tp.partition] = offset
+
+
+@pytest.fixture
+def parts(tmp_path: Path) -> Iterator[tuple[ChangelogTable, Store, Producer]]:
+    store, producer = Store(tmp_path), Producer(room=2)
+    faust_table = SimpleNamespace(
+        data=store, app=SimpleNamespace(producer=SimpleNamespace(_producer=producer)),
+        changelog_topic=SimpleNamespace(get_topic_name=lambda: TOPIC),
+    )
+    yield ChangelogTable(faust_table), store, producer
+    for db in store._dbs.values():
+        db.close()
+
+
+async def settle() -> None:
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def test_a_write_reaches_rocksdb_only_once_its_batch_is_acked(parts) -> None:
+    table, store, producer = parts
+    table.put(0, b"s/a", b"1")
+    table.put(0, b"s/b", b"2")
+    table.put(0, b"s/c", b"3")
+    assert table.get(0, b"s/a") == b"1", "readable at once"
+    await table._drain()
+    assert len(producer.sent) == 2  # two records per batch
+    db = store._db_for_partition(0)
+    assert db.get(b"s/a") is None and 0 not in store.persisted, "nothing on disk before the ack"
+
+    producer.ack(0)
+    await settle()
+    assert (db.get(b"s/a"), db.get(b"s/b"), db.get(b"s/c")) == (b"1", b"2", None)
+    assert store.persisted[0] == 1, "the offset of the batch's last record"
+    producer.ack(1)
+    await settle()
+    assert db.get(b"s/c") == b"3" and store.persisted[0] == 2
+    assert list(table.items(0, b"s/")) == [(b"s/a", b"1"), (b"s/b", b"2"), (b"s/c", b"3")]
+
+
+async def test_an_older_ack_does_not_hide_a_newer_write(parts) -> None:
+    table, store, producer = parts
+    table.put(0, b"s/a", b"old")
+    await table._drain()
+    table.put(0, b"s/a", b"new")
+    await table._drain()
+    producer.ack(0)
+    await settle()
+    assert store._db_for_partition(0).get(b"s/a") == b"old"
+    assert table.get(0, b"s/a") == b"new", "the newer write, not yet acked, still wins"
+    producer.ack(1)
+    await settle()
+    assert table.get(0, b"s/a") == b"new" and store._db_for_partition(0).get(b"s/a") == b"new"
+
+
+async def test_scans_merge_unacked_writes_and_deletes_in_key_order(parts) -> None:
+    table, _, producer = parts
+    for key in (b"s/b", b"s/d", b"t/a"):
+        table.put(0, key, key)
+    await table._drain()
+    producer.ack(0)
+    producer.ack(1)
+    await settle()
+    table.put(0, b"s/a", b"A")
+    table.delete(0, b"s/b")
+    table.put(0, b"s/c", b"C")
+    table.put(0, b"s/d", b"D")
+    assert list(table.items(0, b"s/")) == [(b"s/a", b"A"), (b"s/c", b"C"), (b"s/d", b"D")]
+    assert list(table.items(0, b"s/", start=b"s/b")) == [(b"s/c", b"C"), (b"s/d", b"D")]
+    assert list(table.items(0, b"t/")) == [(b"t/a", b"t/a")]
+
+
+async def test_a_failed_batch_keeps_later_ones_out_of_rocksdb(parts) -> None:
+    table, store, producer = parts
+    for key in (b"s/a", b"s/b", b"s/c"):
+        table.put(0, key, key)
+    await table._drain()
+    producer.sent[0][2].set_exception(RuntimeError("broker gone"))
+    producer.ack(1)
+    await settle()
+    db = store._db_for_partition(0)
+    assert db.get(b"s/c") is None and 0 not in store.persisted, "no write lands past a failed one"
+    assert table.get(0, b"s/c") == b"s/c"
+    with pytest.raises(RuntimeError, match="broker gone"):
+        await table.flush()
+
+
+async def test_flush_returns_once_everything_is_in_rocksdb(parts) -> None:
+    table, store, producer = parts
+    table.put(1, b"s/a", b"1")
+
+    async def broker() -> None:
+        for _ in range(100):  # until the flush has sent its batch
+            if producer.sent:
+                break
+            await asyncio.sleep(0)
+        producer.ack(0)
+
+    acking = asyncio.create_task(broker())
+    await asyncio.wait_for(table.flush(), 5)
+    await acking
+    assert store._db_for_partition(1).get(b"s/a") == b"1" and store.persisted[1] == 0
+    assert table.get(1, b"s/a") == b"1"
