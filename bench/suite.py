@@ -527,9 +527,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             else:
                 result[name] = await globals()[name](bench)
             result[name]["scenario_s"] = round(time.monotonic() - t0, 1)
+            save(result, args.out)  # a run cut short keeps the scenarios it finished
     finally:
         bench.stop()
     return result
+
+
+def save(result: dict[str, Any], out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"suite-{int(result['at'])}.json"
+    path.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    return path
 
 
 def print_table(result: dict[str, Any]) -> None:
@@ -594,9 +602,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if unknown:
         parser.error(f"--only: unknown scenario(s) {sorted(unknown)}")
     result = asyncio.run(run(args))
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"suite-{int(result['at'])}.json"
-    path.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    path = save(result, args.out)
     print_table(result)
     print(f"\nsaved {path}")
     return result

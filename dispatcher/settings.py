@@ -42,6 +42,8 @@ class Settings:
     require_https: bool = True
     ca_file: str = ""  # extra CA bundle to trust (private receivers); verification stays on
     log_level: str = "info"
+    # uvloop (the default) or asyncio: see dispatcher/event_loop.py
+    event_loop: str = "uvloop"
     # delivery
     timeout: float = 15.0
     connect_timeout: float = 5.0

@@ -16,6 +16,7 @@ from .actor_store import ActorStore
 from .agent import register_actor_agent
 from .deliverer import API_SLOTS, Deliverer
 from .domain.records import WAKE_RECORD, Outcome, encode_outcome
+from .event_loop import new_event_loop
 from .failures import log_failure
 from .fanout import register_fanout_agent
 from .kafka_transport import client_options
@@ -247,9 +248,10 @@ class _Worker(faust.Worker):
 
 def run_worker(settings: Settings) -> int:
     """Run one worker until SIGINT/SIGTERM; return the exit code."""
+    loop = new_event_loop(settings.event_loop)
     prepare_data_dir(settings.data_dir)
     dispatcher = Dispatcher(settings)
-    worker = _Worker(dispatcher.app, loglevel=settings.log_level.upper(), quiet=True)
+    worker = _Worker(dispatcher.app, loglevel=settings.log_level.upper(), quiet=True, loop=loop)
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:

@@ -75,6 +75,28 @@ def test_settings_from_env() -> None:
         Settings.from_env({"DISPATCHER_RETRY_SCHEDULE": "5s,often"}).policy()
 
 
+def test_event_loop_setting_picks_the_loop() -> None:
+    import uvloop
+
+    from dispatcher.event_loop import new_event_loop
+
+    before = asyncio.get_event_loop_policy().get_event_loop()
+    try:
+        for name, kind in (("uvloop", uvloop.Loop), ("asyncio", asyncio.BaseEventLoop)):
+            loop = new_event_loop(name)
+            try:
+                assert isinstance(loop, kind)
+                assert (name == "uvloop") == isinstance(loop, uvloop.Loop)
+                assert asyncio.get_event_loop_policy().get_event_loop() is loop
+                assert loop.run_until_complete(asyncio.sleep(0, result=name)) == name
+            finally:
+                loop.close()
+        with pytest.raises(SettingsError, match="DISPATCHER_EVENT_LOOP='trio'"):
+            new_event_loop("trio")
+    finally:
+        asyncio.set_event_loop(before)
+
+
 def test_policy_from_settings() -> None:
     env = {"DISPATCHER_RETRY_SCHEDULE": "1s,2s", "DISPATCHER_PROBE_BASE": "0.5"}
     policy = Settings.from_env(env).policy()

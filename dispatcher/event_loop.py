@@ -1,0 +1,32 @@
+"""The worker's event loop: uvloop by default, asyncio's own on request.
+
+Every delivery is a handful of socket reads and writes, timer and callback
+hops; uvloop does those in C (libuv), which is the cheapest CPU a worker can
+save without touching the delivery path itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from .settings import SettingsError
+
+EVENT_LOOPS = ("uvloop", "asyncio")
+
+
+def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
+    """A new loop of the kind `DISPATCHER_EVENT_LOOP` names, set as the current one."""
+    if name not in EVENT_LOOPS:
+        raise SettingsError(f"DISPATCHER_EVENT_LOOP={name!r}: must be one of " + ", ".join(EVENT_LOOPS))
+    if name == "uvloop":
+        try:
+            import uvloop
+        except ImportError as exc:
+            raise SettingsError(
+                "DISPATCHER_EVENT_LOOP='uvloop': uvloop is not installed here; install it or set asyncio"
+            ) from exc
+        loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    else:
+        loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    return loop
