@@ -42,7 +42,9 @@ from aiokafka import AIOKafkaProducer
 from dispatcher.broker import EmbeddedBroker, free_port
 from dispatcher.domain.ids import new_id
 from dispatcher.domain.records import Message, ReceiverConfig, encode_message_record, encode_upsert_record
+from dispatcher.event_loop import new_event_loop
 from dispatcher.partitioning import partitioner
+from dispatcher.settings import Settings
 from tests.harness import Api, WorkerProcess, new_app_id
 
 from .isolation import percentiles
@@ -514,7 +516,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.repeats:
         sizes["repeats"] = args.repeats
     chosen = [s for s in SCENARIOS if s in args.only]
-    result: dict[str, Any] = {"at": time.time(), "quick": args.quick, "sizes": sizes, "cpus": os.cpu_count()}
+    result: dict[str, Any] = {"at": time.time(), "quick": args.quick, "sizes": sizes, "cpus": os.cpu_count(),
+                              "cpu": cpu_model(), "event_loop": type(asyncio.get_running_loop()).__module__}
     bench = Bench(args, sizes)
     bench.start()
     progress(f"broker {bench.broker.url}, nginx on 127.0.0.1:{bench.nginx.port}, scratch {bench.tmp}")
@@ -531,6 +534,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         bench.stop()
     return result
+
+
+def cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown"
 
 
 def save(result: dict[str, Any], out: Path) -> Path:
@@ -585,7 +596,7 @@ def print_table(result: dict[str, Any]) -> None:
                          f"all partitions {r['all_partitions_recovered_after_kill_s']} s; "
                          f"session timeout {r['session_timeout_s']} s"))
     width = max(len(r[0]) for r in rows) + 2 if rows else 10
-    print()
+    print(f"\n{result.get('cpus')} x {result.get('cpu', '?')}, event loop {result.get('event_loop', '?')}")
     for label, value, detail in rows:
         print(f"{label:<{width}}{value:>16}   {detail}")
 
@@ -601,7 +612,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     unknown = set(args.only) - set(SCENARIOS)
     if unknown:
         parser.error(f"--only: unknown scenario(s) {sorted(unknown)}")
-    result = asyncio.run(run(args))
+    # The bench (and so the ceiling's client) runs on the event loop the worker is given.
+    loop = os.environ.get("DISPATCHER_EVENT_LOOP", Settings().event_loop)
+    with asyncio.Runner(loop_factory=lambda: new_event_loop(loop)) as runner:
+        result = runner.run(run(args))
     path = save(result, args.out)
     print_table(result)
     print(f"\nsaved {path}")

@@ -48,6 +48,8 @@ class Settings:
     timeout: float = 15.0
     connect_timeout: float = 5.0
     response_cap: int = 64 * 1024
+    # http1 (dispatcher/http1.py, the default) or aiohttp: the client that makes deliveries
+    http_client: str = "http1"
     # receivers
     verify_endpoints: bool = False  # default of a receiver's `verify`
     secret_grace: float = 86400.0  # how long a rotated-out secret still signs

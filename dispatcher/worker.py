@@ -19,10 +19,11 @@ from .domain.records import WAKE_RECORD, Outcome, encode_outcome
 from .event_loop import new_event_loop
 from .failures import log_failure
 from .fanout import register_fanout_agent
+from .http1 import Http1Transport
 from .kafka_transport import client_options
 from .ownership import Ownership
 from .partitioning import partitioner
-from .settings import Settings
+from .settings import Settings, SettingsError
 from .slow_lane import Pacer, SlowLane
 from .subscription_feed import SubscriptionFeed
 from .table_writer import ChangelogTable
@@ -30,6 +31,12 @@ from .target_guard import TargetGuard
 from .timers import PartitionTimers
 from .topology import Topology, build_topology, topic_names
 from .transport import AiohttpTransport, Transport
+
+# DISPATCHER_HTTP_CLIENT: the lean client by default; aiohttp's is the fallback.
+HTTP_CLIENTS: dict[str, type[Http1Transport] | type[AiohttpTransport]] = {
+    "http1": Http1Transport,
+    "aiohttp": AiohttpTransport,
+}
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +56,7 @@ class Dispatcher:
         app = self.topology.app
         self.guard = TargetGuard(settings.target_policy())
         pool = settings.slot_pool()
-        transport = transport or AiohttpTransport(
+        transport = transport or http_client(settings.http_client)(
             self.guard,
             settings.timeout,
             settings.connect_timeout,
@@ -232,6 +239,13 @@ def prepare_data_dir(data_dir: Path) -> None:
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / OLD_CLEAN_MARKER).unlink(missing_ok=True)
+
+
+def http_client(name: str) -> type[Http1Transport] | type[AiohttpTransport]:
+    kind = HTTP_CLIENTS.get(name)
+    if kind is None:
+        raise SettingsError(f"DISPATCHER_HTTP_CLIENT={name!r}: must be one of " + ", ".join(HTTP_CLIENTS))
+    return kind
 
 
 class _Worker(faust.Worker):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from bench import isolation, suite
+from bench import http_clients, isolation, suite
 
 
 async def test_isolation_bench_runs_and_saves_its_figures(tmp_path: Path) -> None:
@@ -32,3 +32,11 @@ async def test_the_suite_runs_every_scenario_and_loses_nothing(tmp_path: Path) -
     assert {"dynamic", "static"} <= set(result["recovery"])
     assert all(result["recovery"][kind]["all_partitions_recovered_after_kill_s"] > 0
                for kind in ("dynamic", "static"))
+
+
+async def test_the_http_client_bench_posts_through_each_client(tmp_path: Path) -> None:
+    result = await asyncio.to_thread(http_clients.main, ["--quick", "--out", str(tmp_path)])
+    [saved] = tmp_path.glob("http-clients-*.json")
+    assert orjson.loads(saved.read_bytes())["median"] == result["median"]
+    assert set(result["median"]) == set(http_clients.CLIENTS)  # every POST answered 200, or it raised
+    assert all(m["per_s"] > 0 and m["cpu_s_per_1000"] > 0 for m in result["median"].values())

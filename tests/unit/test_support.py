@@ -97,6 +97,18 @@ def test_event_loop_setting_picks_the_loop() -> None:
         asyncio.set_event_loop(before)
 
 
+def test_http_client_setting_names_the_transport() -> None:
+    from dispatcher.http1 import Http1Transport
+    from dispatcher.transport import AiohttpTransport
+    from dispatcher.worker import http_client
+
+    assert http_client(Settings().http_client) is Http1Transport
+    fallback = Settings.from_env({"DISPATCHER_HTTP_CLIENT": "aiohttp"}).http_client
+    assert http_client(fallback) is AiohttpTransport
+    with pytest.raises(SettingsError, match="DISPATCHER_HTTP_CLIENT='curl'"):
+        http_client("curl")
+
+
 def test_policy_from_settings() -> None:
     env = {"DISPATCHER_RETRY_SCHEDULE": "1s,2s", "DISPATCHER_PROBE_BASE": "0.5"}
     policy = Settings.from_env(env).policy()

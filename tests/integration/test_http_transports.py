@@ -1,0 +1,295 @@
+"""Both delivery transports against scripted receivers on 127.0.0.1: the same answers, the same limits.
+
+Each receiver here is a raw asyncio server that writes exactly the bytes a test
+gives it, so chunked, close-delimited, interim, oversized and broken answers can
+be served as they would come from a hostile peer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import re
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import trustme
+from aiohttp import web
+
+from dispatcher.domain.addresses import AllowList, TargetPolicy
+from dispatcher.http1 import Http1Transport
+from dispatcher.target_guard import TargetGuard
+from dispatcher.transport import AiohttpTransport, DeliveryError, Transport
+
+pytestmark = pytest.mark.integration
+
+CAP = 4096
+LOOPBACK = TargetPolicy(AllowList.parse("127.0.0.0/8"))
+OK = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, "Scripted"], Awaitable[None]]
+
+
+class Scripted:
+    """A receiver that runs `handler` on every connection; counts connections and requests."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> Scripted:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    def url(self, path: str = "hook") -> str:
+        return f"http://127.0.0.1:{self.port}/{path}"
+
+    async def read_request(self, reader: asyncio.StreamReader) -> bytes:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = re.search(rb"(?im)^content-length:\s*(\d+)\r$", head)
+        body = await reader.readexactly(int(length[1])) if length else b""
+        self.requests.append(head + body)
+        return head
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            await self.handler(reader, writer, self)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+def answering(*responses: bytes, keep_open: bool = True) -> Handler:
+    """Answer each request on a connection with the next of `responses` (the last repeats)."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: Scripted) -> None:
+        for i in range(100):  # bounded: 100 requests a connection
+            await server.read_request(reader)
+            writer.write(responses[min(i, len(responses) - 1)])
+            await writer.drain()
+            if not keep_open:
+                return
+
+    return handler
+
+
+TRANSPORTS = {"aiohttp": AiohttpTransport, "http1": Http1Transport}
+
+
+@pytest.fixture(params=sorted(TRANSPORTS))
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def make(kind: str) -> AsyncIterator[Callable[..., Transport]]:
+    made: list[Transport] = []
+
+    def build(policy: TargetPolicy = LOOPBACK, timeout: float = 5.0, ca_file: Path | None = None
+              ) -> Transport:
+        transport = TRANSPORTS[kind](TargetGuard(policy), timeout, 2.0, CAP, 64, ca_file)
+        made.append(transport)
+        return transport
+
+    yield build
+    for transport in made:
+        await transport.close()
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[[Handler], Awaitable[Scripted]]]:
+    servers: list[Scripted] = []
+
+    async def start(handler: Handler) -> Scripted:
+        servers.append(await Scripted(handler).start())
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        await server.stop()
+
+
+async def test_keep_alive_carries_many_requests_on_one_connection(make, serve) -> None:
+    server = await serve(answering(OK))
+    transport = make()
+    for i in range(20):
+        resp = await transport.post(server.url(), {"webhook-id": f"m{i}"}, b'{"n":%d}' % i)
+        assert (resp.status, resp.body_prefix) == (200, b"ok")
+    assert len(server.requests) == 20 and server.connections == 1
+    assert all(req.endswith(b'{"n":%d}' % i) for i, req in enumerate(server.requests))
+
+
+async def test_the_request_carries_exactly_our_headers(make, serve) -> None:
+    server = await serve(answering(OK))
+    headers = {"content-type": "application/json", "webhook-id": "msg_1", "x-tenant": "t-1"}
+    await make().post(server.url("a/b?x=1"), headers, b"{}")
+    head = server.requests[0].split(b"\r\n\r\n")[0].decode().split("\r\n")
+    assert head[0] == "POST /a/b?x=1 HTTP/1.1"
+    names = {line.split(": ", 1)[0].lower() for line in head[1:]}
+    assert names == {"host", "user-agent", "accept", "accept-encoding", "content-length", *headers}
+    fields = {line.split(": ", 1)[0].lower(): line.split(": ", 1)[1] for line in head[1:]}
+    assert fields["host"] == f"127.0.0.1:{server.port}" and fields["content-length"] == "2"
+    assert fields["user-agent"] == "webhook-dispatcher"
+
+
+async def test_chunked_gzip_answers_are_read_and_inflated(make, serve) -> None:
+    packed = gzip.compress(b"accepted " * 10)
+    parts = (packed[:7], packed[7:])
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in parts) + b"0\r\n\r\n"
+    server = await serve(answering(
+        b"HTTP/1.1 202 Accepted\r\ntransfer-encoding: chunked\r\ncontent-encoding: gzip\r\n"
+        b"x-request-id: r-1\r\nset-cookie: no\r\n\r\n" + chunked))
+    transport = make()
+    for _ in range(2):
+        resp = await transport.post(server.url(), {}, b"{}")
+        assert (resp.status, resp.body_prefix) == (202, b"accepted " * 10)
+        assert resp.headers["x-request-id"] == "r-1" and "set-cookie" not in resp.headers
+    assert server.connections == 1
+
+
+async def test_a_body_ended_by_the_close_and_an_interim_answer(make, serve) -> None:
+    closing = await serve(
+        answering(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nuntil the end", keep_open=False))
+    interim = await serve(answering(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n"))
+    transport = make()
+    for _ in range(2):
+        resp = await transport.post(closing.url(), {}, b"{}")
+        assert (resp.status, resp.body_prefix) == (200, b"until the end")
+        assert (await transport.post(interim.url(), {}, b"{}")).status == 204
+    assert closing.connections == 2
+
+
+async def test_redirects_come_back_as_answers(make, serve) -> None:
+    server = await serve(
+        answering(b"HTTP/1.1 302 Found\r\nlocation: http://10.0.0.1/\r\ncontent-length: 0\r\n\r\n"))
+    resp = await make().post(server.url(), {}, b"{}")
+    assert (resp.status, resp.headers["location"]) == (302, "http://10.0.0.1/")
+    assert len(server.requests) == 1
+
+
+async def test_a_huge_body_is_cut_at_the_cap_and_the_next_request_still_goes(make, serve) -> None:
+    async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: Scripted) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100000000\r\n\r\n")
+        for _ in range(1000):  # bounded: up to 64 MB, or until the client hangs up
+            writer.write(b"x" * 65536)
+            await writer.drain()
+
+    server = await serve(flood)
+    transport = make()
+    for _ in range(2):
+        resp = await transport.post(server.url(), {}, b"{}")
+        assert (resp.status, resp.body_prefix) == (200, b"x" * CAP)
+    assert server.connections == 2
+
+
+@pytest.mark.parametrize("head", [
+    b"".join(b"x-h%d: v\r\n" % i for i in range(100)),
+    b"x-long: " + b"v" * 9000 + b"\r\n",
+    b"x-endless: " + b"v" * 2_000_000,
+], ids=["too-many", "too-long", "endless"])
+async def test_oversized_answer_heads_are_refused(make, serve, head: bytes) -> None:
+    server = await serve(answering(b"HTTP/1.1 200 OK\r\n" + head + b"\r\ncontent-length: 0\r\n\r\n"))
+    with pytest.raises(DeliveryError):
+        await make().post(server.url(), {}, b"{}")
+
+
+async def test_silence_ends_in_a_timeout_and_a_closed_port_in_an_error(make, serve) -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: Scripted) -> None:
+        await server.read_request(reader)
+        await asyncio.sleep(30)
+
+    server = await serve(silent)
+    transport = make(timeout=0.5)
+    with pytest.raises(DeliveryError, match="timeout"):
+        await transport.post(server.url(), {}, b"{}")
+    closed = await serve(silent)
+    await closed.stop()
+    assert closed.server is not None
+    await closed.server.wait_closed()
+    with pytest.raises(DeliveryError):
+        await transport.post(closed.url(), {}, b"{}")
+
+
+async def test_a_refused_target_is_never_dialled(make, serve) -> None:
+    server = await serve(answering(OK))
+    with pytest.raises(DeliveryError, match="blocked"):
+        await make(policy=TargetPolicy(AllowList.parse(""))).post(server.url(), {}, b"{}")
+    assert server.connections == 0
+
+
+async def test_a_connection_the_receiver_closed_while_idle_is_replaced(kind, make, serve) -> None:
+    server = await serve(answering(OK, keep_open=False))  # answers keep-alive, then hangs up
+    transport = make()
+    resp = await transport.post(server.url(), {}, b"{}")
+    assert resp.status == 200
+    await asyncio.sleep(0.2)  # the close reaches the client
+    assert (await transport.post(server.url(), {}, b"{}")).status == 200
+    assert len(server.requests) == 2 and server.connections == 2
+
+
+async def test_tls_is_verified_and_a_private_ca_is_trusted(make, tmp_path: Path) -> None:
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+
+    async def hello(request: web.Request) -> web.Response:
+        return web.Response(text="tls ok")
+
+    app = web.Application()
+    app.router.add_post("/{tail:.*}", hello)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        with pytest.raises(DeliveryError, match=r"(?i)certificate"):
+            await make().post(f"https://127.0.0.1:{port}/hook", {}, b"{}")
+        resp = await make(ca_file=ca_file).post(f"https://127.0.0.1:{port}/hook", {}, b"{}")
+        assert (resp.status, resp.body_prefix) == (200, b"tls ok")
+    finally:
+        await runner.cleanup()
+
+
+async def test_http1_refuses_a_header_that_would_split_the_request(serve) -> None:
+    server = await serve(answering(OK))
+    transport = Http1Transport(TargetGuard(LOOPBACK), 5.0, 2.0, CAP, 8)
+    try:
+        with pytest.raises(DeliveryError, match="line break"):
+            await transport.post(server.url(), {"x-a": "1\r\nx-injected: 2"}, b"{}")
+        assert server.requests == []
+    finally:
+        await transport.close()
+
+
+async def test_http1_sends_again_when_a_reused_connection_closes_unanswered(serve) -> None:
+    async def hang_up_on_the_second(reader, writer, server: Scripted) -> None:
+        await server.read_request(reader)
+        writer.write(OK)
+        await writer.drain()
+        if server.connections == 1:
+            await server.read_request(reader)  # read, then close without a byte of answer
+
+    server = await serve(hang_up_on_the_second)
+    transport = Http1Transport(TargetGuard(LOOPBACK), 5.0, 2.0, CAP, 8)
+    try:
+        assert (await transport.post(server.url(), {}, b"{}")).status == 200
+        assert (await transport.post(server.url(), {}, b"{}")).status == 200
+        assert (len(server.requests), server.connections) == (3, 2)
+    finally:
+        await transport.close()
