@@ -275,8 +275,8 @@ class Http1Transport:
     # one exchange ------------------------------------------------------------------
 
     async def _exchange(self, target: _Target, head: bytes, body: bytes) -> tuple[int, dict[str, str], bytes]:
-        for _ in range(2):  # the second only after a reused connection closed before answering
-            conn = self._take_idle(target.key) or await self._connect(target)
+        for attempt in range(2):  # the second, on a new connection, only after a reused one hung up
+            conn = (self._take_idle(target.key) if attempt == 0 else None) or await self._connect(target)
             try:
                 answer = await conn.send(head, body)
             except _Peer as exc:
