@@ -122,10 +122,14 @@ class _Connection(asyncio.Protocol):
     def reusable(self) -> bool:
         return not self.closed and self.complete and not self.capped and self.keep_alive
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
+        """Close; `abort` drops the connection at once (no TLS goodbye to a peer still sending)."""
         self.closed = True
         if self.transport is not None:
-            self.transport.close()
+            if abort:
+                self.transport.abort()
+            else:
+                self.transport.close()
 
     def _answer(self) -> None:
         waiter = self._waiter
@@ -136,7 +140,7 @@ class _Connection(asyncio.Protocol):
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
-        self.close()
+        self.close(abort=True)
 
     # asyncio.Protocol ---------------------------------------------------------
 
@@ -175,12 +179,6 @@ class _Connection(asyncio.Protocol):
         reason = f"{type(exc).__name__}: {exc}" if exc else "connection closed by the receiver"
         self._fail(_Peer(reason, self.answered))
 
-    def pause_writing(self) -> None:  # bodies are small and written at once; the deadline bounds a stall
-        pass
-
-    def resume_writing(self) -> None:
-        pass
-
     # llhttp callbacks ------------------------------------------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -205,7 +203,7 @@ class _Connection(asyncio.Protocol):
             self.body += body[:room]
             self.capped = True  # drop the connection instead of draining a huge body
             self._answer()
-            self.close()
+            self.close(abort=True)
         else:
             self.body += body
 
@@ -283,8 +281,8 @@ class Http1Transport:
                 if conn.reused and not exc.answered:
                     continue
                 raise DeliveryError(str(exc)) from None
-            except BaseException:
-                conn.close()
+            except BaseException:  # a timeout or a cancel mid-exchange: the connection is in an unknown state
+                conn.close(abort=True)
                 raise
             finally:
                 conn.done()
