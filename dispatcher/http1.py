@@ -378,7 +378,9 @@ class Http1Transport:
             raise DeliveryError(f"a header is not latin-1: {exc}") from exc
 
     def _now(self) -> float:
-        return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
+        if self._clock is None:
+            self._clock = asyncio.get_running_loop().time
+        return self._clock()
 
     def _on_sweep(self) -> None:
         self._sweeper = None

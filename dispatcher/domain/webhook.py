@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,10 +12,19 @@ import orjson
 from .records import ReceiverConfig
 from .signing import signature_header
 
+# The last whole second formatted: a drain formats the same few seconds thousands of times.
+_last_second: list[Any] = [None, ""]
+
 
 def iso_timestamp(epoch: float) -> str:
-    """RFC 3339 UTC time with milliseconds, e.g. 2024-01-01T00:00:00.000Z."""
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+    """RFC 3339 UTC time with milliseconds, e.g. 2024-01-01T00:00:00.000Z (as datetime rounds)."""
+    second = math.floor(epoch)
+    micros = round((epoch - second) * 1e6)  # exact fraction, rounded half-even like datetime
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    if _last_second[0] != second:
+        _last_second[:] = [second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")]
+    return f"{_last_second[1]}.{micros // 1000:03d}Z"
 
 
 def build_body(entry: dict[str, Any]) -> bytes:

@@ -21,7 +21,7 @@ from dispatcher.domain.signing import (
     sign_with,
     verify,
 )
-from dispatcher.domain.webhook import build_body, build_headers
+from dispatcher.domain.webhook import build_body, build_headers, iso_timestamp
 
 SPEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 SPEC_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
@@ -106,3 +106,15 @@ def test_signing_keys_load_as_seed_or_seed_and_public_key() -> None:
     for bad in [mismatched, "whsk_", "whsk_!!", "whsk_" + base64.b64encode(bytes(31)).decode()]:
         with pytest.raises(SecretError):
             decode_signing_key(bad)
+
+
+def test_iso_timestamps_read_as_datetime_writes_them() -> None:
+    import random
+    from datetime import UTC, datetime
+
+    rng = random.Random(7)
+    edges = [0.0, 1.0, 1.9995, 1.99949999, 1700000000.0005, 1700000000.9999996, 1700000000.123]
+    epochs = edges + [rng.uniform(0, 4e9) for _ in range(20_000)] + [1.7e9 + i / 997 for i in range(5_000)]
+    for epoch in epochs:
+        expected = datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+        assert iso_timestamp(epoch) == expected, epoch
