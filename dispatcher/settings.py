@@ -107,6 +107,9 @@ class Settings:
     instance_id: str = ""
     commit_interval: float = 1.0
     producer_linger: float = 0.0
+    # How long table writes pile up before they go to the changelog: fewer, larger batches. Deliveries
+    # never wait for it; a commit flushes first.
+    changelog_linger_ms: float = 5.0
     # Upper bound of a consumer's long poll. Real Kafka answers a poll as soon
     # as data arrives; the embedded broker does not, so `dev` lowers this.
     fetch_max_wait_ms: int = 500

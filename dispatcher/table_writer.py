@@ -72,8 +72,9 @@ class _Sent:
 
 
 class ChangelogTable:
-    def __init__(self, table: Any) -> None:
+    def __init__(self, table: Any, linger: float = LINGER) -> None:
         self._table = table
+        self._linger = linger
         open_unlogged(table.data)
         self._pending: dict[int, list[Record]] = {}  # written, not handed to the producer yet
         self._sent: dict[int, deque[_Sent]] = {}  # handed to the producer, not in RocksDB yet; oldest first
@@ -134,7 +135,7 @@ class ChangelogTable:
         self._wakeup = asyncio.Event()
         while True:
             await self._wakeup.wait()
-            await asyncio.sleep(LINGER)
+            await asyncio.sleep(self._linger)
             self._wakeup.clear()
             try:
                 await self._drain()

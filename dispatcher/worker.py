@@ -67,7 +67,7 @@ class Dispatcher:
         self.timers = PartitionTimers(self._send_wake, settings.timer_resolution)
         policy = settings.policy()
         self.partition_of = partitioner(settings.partitions)
-        self.table = ChangelogTable(self.topology.actors)
+        self.table = ChangelogTable(self.topology.actors, settings.changelog_linger_ms / 1000)
         self.store = ActorStore(self.table, self.partition_of)
         self.slow_lane = SlowLane(Pacer(settings.slow_lane_rate))
         self.deliverer = Deliverer(

@@ -469,7 +469,8 @@ class _Step:
     """
 
     def __init__(self, state: ReceiverState, facts: Facts, policy: Policy) -> None:
-        self.state = state
+        self._state = state
+        self._changes: dict[str, Any] = {}  # updates not yet copied into a new state
         self.facts = facts
         self.policy = policy
         self.retry = policy.retry_for(state.config)
@@ -485,11 +486,26 @@ class _Step:
     def now(self) -> float:
         return self.facts.now
 
+    @property
+    def state(self) -> ReceiverState:
+        """The state with every update so far; updates since the last read are copied in at once."""
+        if self._changes:
+            self._state = evolve(self._state, **self._changes)
+            self._changes = {}
+        return self._state
+
+    @state.setter
+    def state(self, state: ReceiverState) -> None:
+        self._state, self._changes = state, {}
+
     def update(self, **changes: Any) -> None:
-        state = self.state
-        if any(getattr(state, name) != value for name, value in changes.items()):
-            self.state = evolve(state, **changes)
-            self.dirty = True
+        """Set fields of the state; the copy waits for the next read (an outcome makes about six updates)."""
+        pending, state = self._changes, self._state
+        for name, value in changes.items():
+            current = pending[name] if name in pending else getattr(state, name)
+            if current != value:
+                pending[name] = value
+                self.dirty = True
 
     def finish(self) -> tuple[ReceiverState, list[Effect]]:
         save: list[Effect] = [SaveState()] if self.dirty else []
