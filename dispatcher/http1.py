@@ -38,8 +38,8 @@ from .transport import (
     MAX_RESPONSE_HEADERS,
     DeliveryError,
     Response,
-    _decoded,
-    _tls_context,
+    decoded_body,
+    tls_context,
 )
 
 IDLE_TIMEOUT = 15.0
@@ -234,7 +234,7 @@ class Http1Transport:
         self._timeout = timeout
         self._connect_timeout = connect_timeout
         self._cap = response_cap
-        self._ssl = _tls_context(ca_file)
+        self._ssl = tls_context(ca_file)
         self._slots = asyncio.Semaphore(limit)
         self._limit = limit
         self._idle: dict[tuple[bool, str, int], list[_Connection]] = {}
@@ -258,7 +258,7 @@ class Http1Transport:
             except TimeoutError as exc:
                 raise DeliveryError("timeout") from exc
         kept = {k: v for k, v in got.items() if k in KEPT_RESPONSE_HEADERS}
-        return Response(status, kept, _decoded(raw, got, self._cap))
+        return Response(status, kept, decoded_body(raw, got, self._cap))
 
     async def close(self) -> None:
         if self._sweeper is not None:

@@ -69,7 +69,7 @@ class AiohttpTransport:
         self._timeout = aiohttp.ClientTimeout(total=timeout, connect=connect_timeout)
         self._cap = response_cap
         self._limit = limit
-        self._ssl = _tls_context(ca_file)
+        self._ssl = tls_context(ca_file)
         self._session: aiohttp.ClientSession | None = None
 
     def _open(self) -> aiohttp.ClientSession:
@@ -109,7 +109,7 @@ class AiohttpTransport:
                 raw = await _read_capped(resp, self._cap)
                 kept = {k.lower(): v for k, v in resp.headers.items()}
                 kept = {k: v for k, v in kept.items() if k in KEPT_RESPONSE_HEADERS}
-                return Response(resp.status, kept, _decoded(raw, resp.headers, self._cap))
+                return Response(resp.status, kept, decoded_body(raw, resp.headers, self._cap))
         except TimeoutError as exc:
             raise DeliveryError("timeout") from exc
         except aiohttp.ClientConnectorError as exc:
@@ -124,7 +124,7 @@ class AiohttpTransport:
             self._session = None
 
 
-def _tls_context(ca_file: Path | None) -> ssl.SSLContext:
+def tls_context(ca_file: Path | None) -> ssl.SSLContext:
     """Verification always on; `ca_file` adds a private CA to the system's, never replaces checks."""
     context = ssl.create_default_context()
     if ca_file is not None:
@@ -135,7 +135,7 @@ def _tls_context(ca_file: Path | None) -> ssl.SSLContext:
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
-def _decoded(raw: bytes, headers: Mapping[str, str], cap: int) -> bytes:
+def decoded_body(raw: bytes, headers: Mapping[str, str], cap: int) -> bytes:
     """The body as the receiver meant it, inflated to at most `cap` bytes (a gzip bomb stays small)."""
     encoding = headers.get("content-encoding", "").strip().lower()
     wbits = _WBITS.get(encoding)
