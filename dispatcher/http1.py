@@ -181,6 +181,10 @@ class _Connection(asyncio.Protocol):
 
     # llhttp callbacks ------------------------------------------------------------
 
+    def on_message_begin(self) -> None:
+        if self.complete:  # a second answer to one request: this connection is not reused
+            self.keep_alive = False
+
     def on_header(self, name: bytes, value: bytes) -> None:
         self.header_count += 1
         if self.header_count > MAX_RESPONSE_HEADERS:
@@ -211,6 +215,8 @@ class _Connection(asyncio.Protocol):
         if 100 <= self.status < 200:  # an interim answer (100 Continue, 103): the real one follows
             self._reset()
             self.answered = True
+            return
+        if self.complete:  # the end of an answer nobody asked for
             return
         self.complete = True
         self.keep_alive = self.parser.should_keep_alive()  # llhttp knows it only until the next message

@@ -293,3 +293,15 @@ async def test_http1_sends_again_when_a_reused_connection_closes_unanswered(serv
         assert (len(server.requests), server.connections) == (3, 2)
     finally:
         await transport.close()
+
+
+async def test_http1_does_not_reuse_a_connection_that_answered_twice(serve) -> None:
+    server = await serve(answering(OK + b"HTTP/1.1 500 Smuggled\r\ncontent-length: 0\r\n\r\n"))
+    transport = Http1Transport(TargetGuard(LOOPBACK), 5.0, 2.0, CAP, 8)
+    try:
+        for _ in range(2):
+            resp = await transport.post(server.url(), {}, b"{}")
+            assert (resp.status, resp.body_prefix) == (200, b"ok")
+        assert server.connections == 2
+    finally:
+        await transport.close()
