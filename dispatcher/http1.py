@@ -234,7 +234,6 @@ class Http1Transport:
         response_cap: int,
         limit: int,
         ca_file: Path | None = None,
-        clock: Callable[[], float] | None = None,
     ) -> None:
         self._guard = guard
         self._timeout = timeout
@@ -248,7 +247,7 @@ class Http1Transport:
         self._targets: dict[str, _Target] = {}
         self._sweeper: asyncio.TimerHandle | None = None
         self._open: set[_Connection] = set()
-        self._clock = clock
+        self._clock: Callable[[], float] | None = None  # the running loop's, once known
 
     async def post(self, url: str, headers: dict[str, str], body: bytes) -> Response:
         return await self.request("POST", url, headers, body)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -327,3 +329,81 @@ def first_copies(deliveries: list[Delivery]) -> list[Delivery]:
             seen.add(d.msg_id)
             out.append(d)
     return out
+
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, "ScriptedReceiver"], Awaitable[None]]
+
+
+class ScriptedReceiver:
+    """A raw receiver on 127.0.0.1: `handler` writes exactly the bytes a test wants on each connection.
+
+    Keeps each request's raw bytes as they came off the socket, and counts connections.
+    """
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> ScriptedReceiver:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    def url(self, path: str = "hook") -> str:
+        return f"http://127.0.0.1:{self.port}/{path}"
+
+    async def read_request(self, reader: asyncio.StreamReader) -> bytes:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = re.search(rb"(?im)^content-length:\s*(\d+)\r$", head)
+        body = await reader.readexactly(int(length[1])) if length else b""
+        self.requests.append(head + body)
+        return head
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            await self.handler(reader, writer, self)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()  # stops listening at once; open connections end with their handlers
+
+
+def answering(*responses: bytes, keep_open: bool = True) -> Handler:
+    """Answer each request on a connection with the next of `responses` (the last repeats)."""
+
+    async def handler(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: ScriptedReceiver
+    ) -> None:
+        for i in range(100):  # bounded: 100 requests a connection
+            await server.read_request(reader)
+            writer.write(responses[min(i, len(responses) - 1)])
+            await writer.drain()
+            if not keep_open:
+                return
+
+    return handler
+
+
+async def tls_receiver(ca: Any, text: str = "tls ok") -> tuple[web.AppRunner, int]:
+    """An HTTPS receiver on 127.0.0.1 with a certificate from `ca` (a trustme.CA); answers every POST."""
+
+    async def hello(request: web.Request) -> web.Response:
+        return web.Response(text=text)
+
+    app = web.Application()
+    app.router.add_post("/{tail:.*}", hello)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]

@@ -9,16 +9,14 @@ resident memory must stay flat (< 50 MB growth) through all of it.
 from __future__ import annotations
 
 import asyncio
-import ssl
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 import trustme
-from aiohttp import web
 
-from tests.harness import Api, Receiver, WorkerProcess
+from tests.harness import Api, Receiver, WorkerProcess, tls_receiver
 
 pytestmark = pytest.mark.integration
 
@@ -187,28 +185,12 @@ async def test_stalling_and_flooding_receivers_end_in_a_recorded_error(
         await api.close()
 
 
-async def _tls_ok(request: web.Request) -> web.Response:
-    return web.Response(text="tls ok")
-
-
-async def _tls_receiver(ca: trustme.CA) -> tuple[web.AppRunner, int]:
-    app = web.Application()
-    app.router.add_post("/{tail:.*}", _tls_ok)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(context)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
-    await site.start()
-    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-
 async def test_tls_is_verified_and_a_private_ca_can_be_trusted(
     hostile_worker: WorkerProcess, tls: dict[str, Any]
 ) -> None:
     api = Api(hostile_worker.url)
-    trusted, port_ok = await _tls_receiver(tls["trusted"])
-    stranger, port_bad = await _tls_receiver(tls["stranger"])
+    trusted, port_ok = await tls_receiver(tls["trusted"])
+    stranger, port_bad = await tls_receiver(tls["stranger"])
     try:
         good = await first_attempt(api, f"https://127.0.0.1:{port_ok}/hook")
         assert (good["status"], good["body_prefix"]) == (200, "tls ok")

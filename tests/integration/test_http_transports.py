@@ -9,81 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import re
-import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 import trustme
-from aiohttp import web
 
 from dispatcher.domain.addresses import AllowList, TargetPolicy
 from dispatcher.http1 import Http1Transport
 from dispatcher.target_guard import TargetGuard
 from dispatcher.transport import AiohttpTransport, DeliveryError, Transport
+from tests.harness import Handler, ScriptedReceiver, answering, tls_receiver
 
 pytestmark = pytest.mark.integration
 
 CAP = 4096
 LOOPBACK = TargetPolicy(AllowList.parse("127.0.0.0/8"))
 OK = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
-
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, "Scripted"], Awaitable[None]]
-
-
-class Scripted:
-    """A receiver that runs `handler` on every connection; counts connections and requests."""
-
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
-        self.connections = 0
-        self.requests: list[bytes] = []
-        self.server: asyncio.Server | None = None
-        self.port = 0
-
-    async def start(self) -> Scripted:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
-        return self
-
-    def url(self, path: str = "hook") -> str:
-        return f"http://127.0.0.1:{self.port}/{path}"
-
-    async def read_request(self, reader: asyncio.StreamReader) -> bytes:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = re.search(rb"(?im)^content-length:\s*(\d+)\r$", head)
-        body = await reader.readexactly(int(length[1])) if length else b""
-        self.requests.append(head + body)
-        return head
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        try:
-            await self.handler(reader, writer, self)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
-
-
-def answering(*responses: bytes, keep_open: bool = True) -> Handler:
-    """Answer each request on a connection with the next of `responses` (the last repeats)."""
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: Scripted) -> None:
-        for i in range(100):  # bounded: 100 requests a connection
-            await server.read_request(reader)
-            writer.write(responses[min(i, len(responses) - 1)])
-            await writer.drain()
-            if not keep_open:
-                return
-
-    return handler
-
 
 TRANSPORTS = {"aiohttp": AiohttpTransport, "http1": Http1Transport}
 
@@ -109,11 +51,11 @@ async def make(kind: str) -> AsyncIterator[Callable[..., Transport]]:
 
 
 @pytest.fixture
-async def serve() -> AsyncIterator[Callable[[Handler], Awaitable[Scripted]]]:
-    servers: list[Scripted] = []
+async def serve() -> AsyncIterator[Callable[[Handler], Awaitable[ScriptedReceiver]]]:
+    servers: list[ScriptedReceiver] = []
 
-    async def start(handler: Handler) -> Scripted:
-        servers.append(await Scripted(handler).start())
+    async def start(handler: Handler) -> ScriptedReceiver:
+        servers.append(await ScriptedReceiver(handler).start())
         return servers[-1]
 
     yield start
@@ -180,7 +122,9 @@ async def test_redirects_come_back_as_answers(make, serve) -> None:
 
 
 async def test_a_huge_body_is_cut_at_the_cap_and_the_next_request_still_goes(make, serve) -> None:
-    async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: Scripted) -> None:
+    async def flood(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: ScriptedReceiver
+    ) -> None:
         await server.read_request(reader)
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100000000\r\n\r\n")
         for _ in range(1000):  # bounded: up to 64 MB, or until the client hangs up
@@ -207,7 +151,9 @@ async def test_oversized_answer_heads_are_refused(make, serve, head: bytes) -> N
 
 
 async def test_silence_ends_in_a_timeout_and_a_closed_port_in_an_error(make, serve) -> None:
-    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: Scripted) -> None:
+    async def silent(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: ScriptedReceiver
+    ) -> None:
         await server.read_request(reader)
         await asyncio.sleep(30)
 
@@ -217,8 +163,6 @@ async def test_silence_ends_in_a_timeout_and_a_closed_port_in_an_error(make, ser
         await transport.post(server.url(), {}, b"{}")
     closed = await serve(silent)
     await closed.stop()
-    assert closed.server is not None
-    await closed.server.wait_closed()
     with pytest.raises(DeliveryError):
         await transport.post(closed.url(), {}, b"{}")
 
@@ -245,18 +189,7 @@ async def test_tls_is_verified_and_a_private_ca_is_trusted(make, tmp_path: Path)
     ca_file = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
 
-    async def hello(request: web.Request) -> web.Response:
-        return web.Response(text="tls ok")
-
-    app = web.Application()
-    app.router.add_post("/{tail:.*}", hello)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(context)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await tls_receiver(ca)
     try:
         with pytest.raises(DeliveryError, match=r"(?i)certificate"):
             await make().post(f"https://127.0.0.1:{port}/hook", {}, b"{}")
@@ -278,7 +211,7 @@ async def test_http1_refuses_a_header_that_would_split_the_request(serve) -> Non
 
 
 async def test_http1_sends_again_when_a_reused_connection_closes_unanswered(serve) -> None:
-    async def hang_up_on_the_second(reader, writer, server: Scripted) -> None:
+    async def hang_up_on_the_second(reader, writer, server: ScriptedReceiver) -> None:
         await server.read_request(reader)
         writer.write(OK)
         await writer.drain()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,7 +19,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 from dispatcher.domain.signing import decode_secret
 from dispatcher.domain.signing import verify as verify_hmac
-from tests.harness import Api, Delivery, Receiver, WorkerProcess, wait_until
+from tests.harness import Api, Delivery, Receiver, ScriptedReceiver, WorkerProcess, answering, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -133,42 +132,10 @@ async def test_header_injection_is_refused_at_the_api(
         assert (status, answer["error"]["field"]) == (422, f"messages[1].{field}"), answer
 
 
-class WireReceiver:
-    """Keeps each request's raw bytes, exactly as they came off the socket."""
-
-    def __init__(self) -> None:
-        self.requests: list[bytes] = []
-        self.server: asyncio.Server | None = None
-        self.port = 0
-
-    async def start(self) -> WireReceiver:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
-        return self
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            for _ in range(100):  # keep-alive: up to 100 requests a connection
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = re.search(rb"(?im)^content-length:\s*(\d+)\r$", head)
-                body = await reader.readexactly(int(length[1])) if length else b""
-                self.requests.append(head + body)
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
-
-
 @pytest.fixture
-async def wire() -> AsyncIterator[WireReceiver]:
-    server = await WireReceiver().start()
+async def wire() -> AsyncIterator[ScriptedReceiver]:
+    """Keeps each request's raw bytes, exactly as they came off the socket."""
+    server = await ScriptedReceiver(answering(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")).start()
     yield server
     await server.stop()
 
@@ -180,7 +147,7 @@ EXPECTED_HEADERS = {
 }
 
 
-async def test_only_our_headers_and_the_receivers_reach_the_wire(api: Api, wire: WireReceiver) -> None:
+async def test_only_our_headers_and_the_receivers_reach_the_wire(api: Api, wire: ScriptedReceiver) -> None:
     created = await api.create_receiver(
         f"http://127.0.0.1:{wire.port}/wire", headers={"X-Tenant": "t-1"}, authorization="Bearer wire-token"
     )
