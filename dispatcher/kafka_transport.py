@@ -29,6 +29,8 @@ from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.transport.producer import ProducerBuffer
 
+from .fetch_wait import adapt_fetch_wait
+
 log = logging.getLogger(__name__)
 
 
@@ -38,6 +40,10 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         # Read by AIOKafkaConsumer.start() when it builds its fetcher.
         consumer._fetch_max_wait_ms = self.app.fetch_max_wait_ms
         return consumer
+
+    async def on_start(self) -> None:
+        await super().on_start()
+        adapt_fetch_wait(self._ensure_consumer())
 
     async def _highwaters(self, partitions: Iterable[Any]) -> Mapping[Any, int]:
         ends = dict(await super()._highwaters(partitions))

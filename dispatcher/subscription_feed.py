@@ -26,6 +26,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .domain.subscriptions import SubscriptionIndex, decode_subscription
 from .failures import log_failure
+from .fetch_wait import adapt_fetch_wait
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,7 @@ class SubscriptionFeed:
             enable_auto_commit=False, fetch_max_wait_ms=self._poll_ms, **self._consumer_options
         )
         await consumer.start()
+        adapt_fetch_wait(consumer)
         try:
             tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
             consumer.assign(tps)

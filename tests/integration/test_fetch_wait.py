@@ -1,0 +1,65 @@
+"""A partition of thousands of batches is read to its end at the 3 ms dev fetch wait.
+
+The embedded broker answers a fetch with what it gathered when the wait runs
+out, and it lists every batch of the partition first, so at 3 ms a partition of
+some thousands of batches came back empty on every fetch (a restarted worker
+read none of a 100,000-receiver changelog).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from dispatcher.broker import EmbeddedBroker
+from dispatcher.fetch_wait import FetchWait, adapt_fetch_wait
+from tests.harness import new_app_id
+
+BATCHES = 6000  # one record each; about 8 ms of listing per fetch on 2 cores
+
+
+async def _produce_one_per_batch(host: str, topic: str, count: int) -> None:
+    async with AIOKafkaProducer(bootstrap_servers=host) as producer:
+        sent = []
+        for n in range(count):
+            batch = producer.create_batch()
+            batch.append(key=b"k", value=b"%d" % n, timestamp=None)
+            sent.append(await producer.send_batch(batch, topic, partition=0))
+        await asyncio.gather(*sent)
+
+
+async def test_a_partition_of_many_batches_is_read_to_its_end(broker: EmbeddedBroker) -> None:
+    host = broker.url.removeprefix("kafka://")
+    topic = f"{new_app_id()}.many-batches"
+    await _produce_one_per_batch(host, topic, BATCHES)
+    consumer = AIOKafkaConsumer(bootstrap_servers=host, enable_auto_commit=False, fetch_max_wait_ms=3)
+    await consumer.start()
+    try:
+        wait = adapt_fetch_wait(consumer)
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        values: list[int] = []
+        deadline = time.monotonic() + 60
+        while len(values) < BATCHES and time.monotonic() < deadline:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                values.extend(int(r.value) for r in records)
+        assert values == list(range(BATCHES))
+        # Caught up: the next fetch answers nothing new, and the wait is the configured one again.
+        for _ in range(20):
+            await consumer.getmany(timeout_ms=50)
+            if wait.current_ms == 3:
+                break
+        assert wait.current_ms == 3
+    finally:
+        await consumer.stop()
+
+
+def test_fetch_wait_doubles_while_starved_and_returns_once_caught_up() -> None:
+    wait = FetchWait(base_ms=3, cap_ms=40)
+    assert [wait.after_fetch(behind=True, starved=True) for _ in range(5)] == [6, 12, 24, 40, 40]
+    assert wait.after_fetch(behind=True, starved=False) == 40  # records came: keep what works
+    assert wait.after_fetch(behind=False, starved=False) == 3
+    assert FetchWait(base_ms=500, cap_ms=40).cap_ms == 500  # never below the configured wait
