@@ -159,10 +159,19 @@ class ActorStore:
         for _, value in self._scan(partition, keys.STATE, start=start):
             yield ReceiverState.from_bytes(value)
 
-    def states_in_partition(self, partition: int) -> Iterator[ReceiverState]:
-        """Every receiver state stored in one local partition (for rebuilding timers)."""
-        for _, value in self._scan(partition, keys.STATE):
-            yield ReceiverState.from_bytes(value)
+    def receivers_in_partition(self, partition: int) -> Iterator[str]:
+        """The id of every receiver with a state in one local partition (for rebuilding timers)."""
+        skip = len(keys.STATE)
+        for key, _ in self._scan(partition, keys.STATE):
+            yield key[skip:].decode()
+
+    def peek(self, receiver_id: str) -> ReceiverState | None:
+        """The newest state, like `load`, but one not cached stays out of the cache of hot states."""
+        state = self._states.get(receiver_id)
+        if state is not None:
+            return state
+        raw = self._get(receiver_id, keys.state_key(receiver_id))
+        return None if raw is None else ReceiverState.from_bytes(raw)
 
     def forget(self, receiver_id: str, partition: int, kinds: tuple[bytes, ...] = ALL_ENTRIES) -> int:
         """Delete the receiver's entries of `kinds` (by default all, and its state); return the count."""

@@ -13,6 +13,8 @@ import pytest
 from rocksdict import Rdict
 
 from dispatcher.actor_store import ActorStore
+from dispatcher.domain.actor import ReceiverState
+from dispatcher.domain.records import ReceiverConfig
 
 
 class OnePartitionTable:
@@ -82,3 +84,18 @@ def test_attempt_log_keeps_the_newest(store: ActorStore) -> None:
         store.log_attempt("r1", n, keep=3, record=orjson.dumps({"number": n}))
     assert [a["number"] for a in store.attempts("r1", newest=7, limit=10)] == [7, 6, 5]
     assert [a["number"] for a in store.attempts("r1", newest=7, limit=2)] == [7, 6]
+
+
+def test_timer_rebuild_reads_each_newest_state_without_filling_the_hot_cache(store: ActorStore) -> None:
+    for rid in ("r1", "r2", "r3"):
+        store.save(ReceiverState(rid, ReceiverConfig(rid, f"https://example.com/{rid}", "whsec_" + "A" * 32)))
+    store.remember_id("r1", "m1", 1, expires_at=100.0)  # other entries of a receiver are not listed
+    store.forget_cached()
+    assert list(store.receivers_in_partition(0)) == ["r1", "r2", "r3"]
+    peeked = store.peek("r2")
+    assert peeked is not None and peeked.receiver_id == "r2"
+    assert "r2" not in store._states, "a peeked state is not cached"
+    newer = ReceiverState("r2", peeked.config, next_seq=7)
+    store.save(newer)
+    assert store.peek("r2") is newer, "the newest state, as the stream wrote it"
+    assert store.peek("nobody") is None

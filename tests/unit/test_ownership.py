@@ -110,14 +110,15 @@ async def test_recovery_returns_before_the_rebuild_which_then_sets_every_timer(t
     await ownership.on_recovered()
     assert ownership.recovered and len(runner.timers) <= CHUNK, "the scan goes on after recovery"
     # The stream touches a receiver before the scan reaches it: its newest state wins.
-    late = runner.store.load("p1-00900")
+    late_id = f"p1-{PER_PARTITION - 10:05d}"  # in partition 1's last chunk
+    late = runner.store.load(late_id)
     assert late is not None
     runner.store.save(replace(late, dedup_sweep_at=5.0))
     assert ownership._rebuild is not None
     await ownership._rebuild
     assert len(runner.timers) == 2 * PER_PARTITION
     assert runner.timers.due_at("p0-00003", 0) == 1003.0
-    assert runner.timers.due_at("p1-00900", 1) == 5.0
+    assert runner.timers.due_at(late_id, 1) == 5.0
 
 
 async def test_a_rebuild_cut_short_by_a_rebalance_is_finished_by_the_next_recovery(table: Partitions) -> None:
