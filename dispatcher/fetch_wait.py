@@ -64,8 +64,8 @@ def adapt_fetch_wait(consumer: AIOKafkaConsumer, cap_ms: int = CAP_MS) -> FetchW
                 log.debug("fetch wait %d -> %d ms (%s)", before, wait.current_ms,
                           "a partition behind got no records" if starved else "caught up")
                 if starved and wait.current_ms == wait.cap_ms:
-                    log.warning("the broker answers fetches of partitions that are behind with no records, "
-                                "even with a %d ms fetch wait", wait.cap_ms)
+                    log.warning("the broker answered a fetch of partitions that are behind with no records "
+                                "even with a %d ms wait; now %d ms, the most", before, wait.cap_ms)
         return woke
 
     fetcher._proc_fetch_request = fetch_then_adapt
