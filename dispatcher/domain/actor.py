@@ -106,7 +106,8 @@ class ReceiverState:
     @classmethod
     def from_bytes(cls, raw: bytes) -> ReceiverState:
         data = orjson.loads(raw)
-        data = {k: v for k, v in data.items() if k in _STATE_FIELDS}
+        if not _STATE_FIELDS.issuperset(data):  # fields of a newer version: dropped
+            data = {k: v for k, v in data.items() if k in _STATE_FIELDS}
         data["config"] = ReceiverConfig.from_dict(data["config"])
         if "breaker" in data:
             b = data["breaker"]

@@ -48,7 +48,7 @@ class DeliveryOptions:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DeliveryOptions:
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+        return cls(**{name: data[name] for name in OPTION_NAMES if name in data})
 
 
 OPTION_NAMES = tuple(f.name for f in fields(DeliveryOptions))

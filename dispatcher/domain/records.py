@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from .addresses import ip_literal, normalise_host, parse_target
-from .delivery_options import OPTION_FIELDS, DeliveryOptions
+from .delivery_options import DeliveryOptions
 from .errors import InvalidInput
 from .headers import check_headers
 from .ids import check_id
@@ -111,7 +111,7 @@ class ReceiverConfig:
             authorization=data.get("authorization") or "",
             verify=bool(data.get("verify", False)),
             verification=Verification(**verification) if verification else None,
-            options=DeliveryOptions.from_dict({k: v for k, v in data.items() if k in OPTION_FIELDS}),
+            options=DeliveryOptions.from_dict(data),  # takes only its own fields
             tenant=data.get("tenant"),
         )
 

@@ -6,6 +6,8 @@ import random
 from dataclasses import replace
 from typing import Any
 
+import orjson
+
 from dispatcher.domain import actor
 from dispatcher.domain.actor import (
     Configure,
@@ -184,6 +186,14 @@ def test_state_round_trips_through_bytes() -> None:
     state, _ = step(state, answer(state, 500), 3.0)
     state = replace(state, breaker=replace(state.breaker, circuit=Circuit.OPEN, probe_at=9.0))
     assert ReceiverState.from_bytes(state.to_bytes()) == state
+
+
+def test_state_written_by_a_newer_version_drops_the_fields_it_does_not_know() -> None:
+    state = with_backlog(1)
+    newer = orjson.loads(state.to_bytes())
+    newer["field_of_a_later_release"] = 1
+    newer["config"]["option_of_a_later_release"] = "x"
+    assert ReceiverState.from_bytes(orjson.dumps(newer)) == state
 
 
 # retry classification ----------------------------------------------------------
