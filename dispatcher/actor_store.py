@@ -76,14 +76,15 @@ class ActorStore:
 
     def load(self, receiver_id: str) -> ReceiverState | None:
         state = self._states.get(receiver_id)
-        if state is not None:
-            return state
-        raw = self._get(receiver_id, keys.state_key(receiver_id))
-        if raw is None:
-            return None
-        state = ReceiverState.from_bytes(raw)
-        self._cache(state)
+        if state is None:
+            state = self._stored_state(receiver_id)
+            if state is not None:
+                self._cache(state)
         return state
+
+    def _stored_state(self, receiver_id: str) -> ReceiverState | None:
+        raw = self._get(receiver_id, keys.state_key(receiver_id))
+        return None if raw is None else ReceiverState.from_bytes(raw)
 
     def save(self, state: ReceiverState) -> None:
         self._put(state.receiver_id, keys.state_key(state.receiver_id), state.to_bytes())
@@ -167,11 +168,7 @@ class ActorStore:
 
     def peek(self, receiver_id: str) -> ReceiverState | None:
         """The newest state, like `load`, but one not cached stays out of the cache of hot states."""
-        state = self._states.get(receiver_id)
-        if state is not None:
-            return state
-        raw = self._get(receiver_id, keys.state_key(receiver_id))
-        return None if raw is None else ReceiverState.from_bytes(raw)
+        return self._states.get(receiver_id) or self._stored_state(receiver_id)
 
     def forget(self, receiver_id: str, partition: int, kinds: tuple[bytes, ...] = ALL_ENTRIES) -> int:
         """Delete the receiver's entries of `kinds` (by default all, and its state); return the count."""

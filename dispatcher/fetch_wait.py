@@ -15,7 +15,7 @@ the wait never moves there.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -31,11 +31,11 @@ class FetchWait:
 
     base_ms: int
     cap_ms: int = CAP_MS
-    current_ms: int = 0
+    current_ms: int = field(init=False)
 
     def __post_init__(self) -> None:
         self.cap_ms = max(self.cap_ms, self.base_ms)
-        self.current_ms = self.current_ms or self.base_ms
+        self.current_ms = self.base_ms
 
     def after_fetch(self, behind: bool, starved: bool) -> int:
         """`behind`: a fetched partition is short of its high watermark; `starved`: one got nothing."""
