@@ -165,7 +165,7 @@ class ActorRunner:
             case actor.TrimDeadLetters(keep):
                 self.store.trim_dead_letters(receiver_id, partition, keep)
             case actor.LogAttempt():
-                self.store.log_attempt(receiver_id, effect.number, effect.keep, attempt_record(effect))
+                self.store.log_attempt(receiver_id, effect.number, attempt_record(effect))
             case actor.DeadLetter():
                 await self.dead_letter(receiver_id, effect)
             case actor.Ignored(reason, msg_id, seq):

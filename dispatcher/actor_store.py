@@ -42,9 +42,10 @@ STATES_CACHED = 2048  # decoded states of the receivers used last (a delivery re
 
 
 class ActorStore:
-    def __init__(self, table: TableIO, partition_of: Callable[[str], int]) -> None:
+    def __init__(self, table: TableIO, partition_of: Callable[[str], int], attempt_log: int = 50) -> None:
         self._io = table
         self.partition_of = partition_of
+        self.attempt_log = max(attempt_log, 1)  # attempts kept per receiver: the ring's slots
         # States are immutable; the runner is their only writer, so a cached one is current
         # until a partition changes hands (Faust's recovery writes RocksDB): `forget_cached`.
         self._states: OrderedDict[str, ReceiverState] = OrderedDict()
@@ -240,20 +241,26 @@ class ActorStore:
 
     # attempt log --------------------------------------------------------------------
 
-    def log_attempt(self, receiver_id: str, number: int, keep: int, record: bytes) -> None:
-        self._put(receiver_id, keys.numbered_key(keys.ATTEMPT, receiver_id, number), record)
-        if number > keep:
-            self._delete(receiver_id, keys.numbered_key(keys.ATTEMPT, receiver_id, number - keep))
+    def log_attempt(self, receiver_id: str, number: int, record: bytes) -> None:
+        """Attempt `number` overwrites the one `attempt_log` attempts older: one write, no delete."""
+        self._put(receiver_id, self._attempt_key(receiver_id, number), record)
 
     def attempts(self, receiver_id: str, newest: int, limit: int) -> list[dict[str, Any]]:
         """Up to `limit` attempts, newest first, counting down from attempt `newest`."""
         out = []
-        for number in range(newest, max(0, newest - limit), -1):
-            raw = self._get(receiver_id, keys.numbered_key(keys.ATTEMPT, receiver_id, number))
+        for number in range(newest, max(0, newest - min(limit, self.attempt_log)), -1):
+            raw = self._get(receiver_id, self._attempt_key(receiver_id, number))
             if raw is None:
                 break
-            out.append(orjson.loads(raw))
+            entry = orjson.loads(raw)
+            if entry.get("number") != number:  # the slot holds an older attempt: the log is shorter
+                break
+            out.append(entry)
         return out
+
+    def _attempt_key(self, receiver_id: str, number: int) -> bytes:
+        """The log is a ring of `attempt_log` slots, 1 to `attempt_log` (attempt numbers start at 1)."""
+        return keys.numbered_key(keys.ATTEMPT, receiver_id, (number - 1) % self.attempt_log + 1)
 
     # scans -------------------------------------------------------------------------
 
@@ -264,3 +271,4 @@ class ActorStore:
             if limit is not None and count >= limit:
                 return
             yield key, value
+

@@ -173,7 +173,7 @@ class Settings:
             self.slow_after_ms, self.slow_window, self.slow_min_samples, self.slow_timeouts, self.parole_after
         )
         return Policy(
-            retry, breaker, self.dedup_window, self.disable_after, self.dead_letters_keep, self.attempt_log,
+            retry, breaker, self.dedup_window, self.disable_after, self.dead_letters_keep,
             lanes=lanes, backlog_max=self.backlog_max, backlog_max_bytes=self.backlog_max_bytes,
             backlog_overflow=self.backlog_overflow, retain=self.retain_seconds,
         )

@@ -10,6 +10,9 @@ batches, handed to aiokafka in write order (one partition's batches are
 acked in order), and the consumer's commit waits for them (`flush`), so
 offsets are never committed ahead of the writes they caused.
 
+Writes to one key that pile up within a linger are sent as the newest one
+alone (`newest_writes`).
+
 A batch reaches RocksDB only once the broker has acked it, with the changelog
 offset it ends at; reads and scans see the overlay first. So a local store
 never holds a write its changelog lacks, and what is on disk after a kill -9
@@ -169,7 +172,7 @@ class ChangelogTable:
                 producer = self._table.app.producer._producer  # aiokafka's, started with the app
                 topic = self._table.changelog_topic.get_topic_name()
                 for partition, records in pending.items():
-                    await self._send(producer, topic, partition, records)
+                    await self._send(producer, topic, partition, newest_writes(records))
 
     async def _send(self, producer: Any, topic: str, partition: int, records: list[Record]) -> None:
         batch, taken = producer.create_batch(), 0
@@ -220,6 +223,22 @@ class ChangelogTable:
             db.write(writes)
             topic = self._table.changelog_topic.get_topic_name()
             self._store.set_persisted_offset(TP(topic, partition), end)
+
+
+def newest_writes(records: list[Record]) -> list[Record]:
+    """Only the last write of each key, in write order.
+
+    The changelog is read back last-write-wins, so an overwritten record
+    carries nothing: a state saved at intake and again at the result, or a
+    message put in the backlog and deleted before the linger ran out, goes
+    to the broker and RocksDB once. Every kept record keeps its place
+    relative to the others, so a record a kept state refers to still comes
+    before it (the actor writes referents first).
+    """
+    last = {key: n for n, (key, _, _) in enumerate(records)}
+    if len(last) == len(records):
+        return records
+    return [record for n, record in enumerate(records) if last[record[0]] == n]
 
 
 def _under(items: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:

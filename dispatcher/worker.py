@@ -68,7 +68,7 @@ class Dispatcher:
         policy = settings.policy()
         self.partition_of = partitioner(settings.partitions)
         self.table = ChangelogTable(self.topology.actors, settings.changelog_linger_ms / 1000)
-        self.store = ActorStore(self.table, self.partition_of)
+        self.store = ActorStore(self.table, self.partition_of, settings.attempt_log)
         self.slow_lane = SlowLane(Pacer(settings.slow_lane_rate))
         self.deliverer = Deliverer(
             transport,

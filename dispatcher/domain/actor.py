@@ -154,7 +154,6 @@ class Policy:
     dedup_window: float = DAY
     disable_after: float = 5 * DAY
     dead_letters_keep: int = 10_000
-    attempt_log: int = 50
     max_expired_per_event: int = 200  # bounds one stream event's work; a wake continues
     lanes: LanePolicy = field(default_factory=LanePolicy)
     backlog_max: int = 1_000_000  # a receiver's own setting wins
@@ -294,7 +293,6 @@ class TrimDeadLetters:
 @dataclass(slots=True, frozen=True)
 class LogAttempt:
     number: int  # position in the receiver's attempt log
-    keep: int
     attempt: int  # attempt of this message (0 for probes)
     kind: str  # "message", "probe" or "ping"
     outcome: Outcome
@@ -604,7 +602,7 @@ class _Step:
             last_error=outcome.error,
             last_attempt_at=outcome.at,
         )
-        self.writes.append(LogAttempt(number, self.policy.attempt_log, attempt, kind, outcome))
+        self.writes.append(LogAttempt(number, attempt, kind, outcome))
 
     def _attempt_result(self, outcome: Outcome) -> None:
         state = self.state

@@ -13,6 +13,7 @@ import pytest
 from rocksdict import Rdict
 
 from dispatcher.actor_store import ActorStore
+from dispatcher.domain import keys
 from dispatcher.domain.actor import ReceiverState
 from dispatcher.domain.records import ReceiverConfig
 
@@ -79,11 +80,19 @@ def test_dead_letters_list_in_seq_order_and_trim_oldest(store: ActorStore) -> No
     assert [x["seq"] for x in store.dead_letters("r1", 0)] == [3, 5]
 
 
-def test_attempt_log_keeps_the_newest(store: ActorStore) -> None:
-    for n in range(1, 8):
-        store.log_attempt("r1", n, keep=3, record=orjson.dumps({"number": n}))
+def test_attempt_log_keeps_the_newest_in_a_ring_of_slots(store: ActorStore) -> None:
+    store.attempt_log = 3
+    for n in range(1, 3):
+        store.log_attempt("r1", n, orjson.dumps({"number": n}))
+    assert [a["number"] for a in store.attempts("r1", newest=2, limit=10)] == [2, 1]
+    for n in range(3, 8):
+        store.log_attempt("r1", n, orjson.dumps({"number": n}))
     assert [a["number"] for a in store.attempts("r1", newest=7, limit=10)] == [7, 6, 5]
     assert [a["number"] for a in store.attempts("r1", newest=7, limit=2)] == [7, 6]
+    # three entries whatever the number of attempts: each overwrote the one three older
+    assert len(list(store._scan(0, keys.prefix(keys.ATTEMPT, "r1")))) == 3
+    # a slot holding an older attempt than the one asked for ends the listing
+    assert [a["number"] for a in store.attempts("r1", newest=9, limit=10)] == []
 
 
 def test_timer_rebuild_reads_each_newest_state_without_filling_the_hot_cache(store: ActorStore) -> None:

@@ -131,6 +131,25 @@ async def test_an_older_ack_does_not_hide_a_newer_write(parts) -> None:
     assert table.get(0, b"s/a") == b"new" and store._db_for_partition(0).get(b"s/a") == b"new"
 
 
+async def test_writes_to_one_key_within_a_linger_go_out_as_the_newest_only(parts) -> None:
+    table, store, producer = parts
+    table.put(0, b"b/1", b"payload")  # a message put in the backlog ...
+    table.put(0, b"s/r", b"next=2")  # ... and the state that refers to it
+    table.put(0, b"s/r", b"delivered=1")  # the result: the state again ...
+    table.delete(0, b"b/1")  # ... then the settled message leaves the backlog
+    table.put(0, b"a/1", b"attempt")
+    await table._drain()
+    sent = [record for _, batch, _ in producer.sent for record in batch.records]
+    assert sent == [(b"s/r", b"delivered=1"), (b"b/1", None), (b"a/1", b"attempt")]
+    producer.ack(0)
+    producer.ack(1)
+    await settle()
+    db = store._db_for_partition(0)
+    assert (db.get(b"s/r"), db.get(b"b/1"), db.get(b"a/1")) == (b"delivered=1", None, b"attempt")
+    assert store.persisted[0] == 2, "the offsets of the records sent"
+    assert table.get(0, b"s/r") == b"delivered=1" and not table._unacked[0]
+
+
 async def test_scans_merge_unacked_writes_and_deletes_in_key_order(parts) -> None:
     table, _, producer = parts
     for key in (b"s/b", b"s/d", b"t/a"):
