@@ -20,6 +20,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -140,7 +141,7 @@ class Deliverer:
         if job.slot in jobs or (not job.slot and jobs):
             return
         job.token = self._next_token()
-        job.host = (urlsplit(job.config.url).hostname or "").lower()
+        job.host = host_of(job.config.url)
         jobs[job.slot] = job
         if job.lane is Lane.SLOW and self._queue_slow is not None:
             self._queue_slow(job)
@@ -339,6 +340,12 @@ class Deliverer:
             body_prefix=prefix[:1024].decode("utf-8", "replace"),
             headers=resp_headers,
         )
+
+
+@lru_cache(maxsize=4096)
+def host_of(url: str) -> str:
+    """The host whose slots an attempt takes (parsed once per URL, not once per attempt)."""
+    return (urlsplit(url).hostname or "").lower()
 
 
 def _log_outcome(job: Job, outcome: Outcome) -> None:

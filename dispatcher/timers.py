@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 
@@ -30,6 +31,9 @@ class PartitionTimers:
         self._resolution = resolution
         self._wheels: dict[int, TimingWheel[str]] = {}
         self._changed = asyncio.Event()
+        # When the run loop wakes by itself: a timer due later needs no early wake-up. Every
+        # command sets its receiver's timer, and waking the loop for each was a cost per delivery.
+        self._wakes_at = -math.inf
         self.paused = False  # during a rebalance nothing fires
 
     def __len__(self) -> int:
@@ -50,7 +54,8 @@ class PartitionTimers:
         if wheel.due_at(receiver_id) == at:
             return
         wheel.schedule(receiver_id, at)
-        self._changed.set()
+        if at < self._wakes_at:
+            self._changed.set()
 
     def due_at(self, receiver_id: str, partition: int) -> float | None:
         wheel = self._wheels.get(partition)
@@ -84,5 +89,7 @@ class PartitionTimers:
                     await self._fire_safely(rid, partition)
             delay = self._sleep_for(max_sleep)
             self._changed.clear()
+            self._wakes_at = self._clock() + delay
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout=delay)
+            self._wakes_at = -math.inf  # awake: whatever is set now is seen before the next sleep

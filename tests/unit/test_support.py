@@ -61,6 +61,30 @@ async def test_a_failing_wake_up_does_not_stop_the_others() -> None:
     assert fired == ["bad", "good"]
 
 
+async def test_the_timer_loop_is_woken_only_by_a_timer_due_before_it_wakes_anyway() -> None:
+    timers = PartitionTimers(_never, clock=lambda: 0.0)
+    sleeps = []
+    sleep_for = timers._sleep_for
+    timers._sleep_for = lambda max_sleep: sleeps.append(max_sleep) or sleep_for(max_sleep)  # type: ignore[method-assign]
+
+    async def loop_turns(turns: int) -> None:
+        for _ in range(turns):
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(timers.run(max_sleep=60.0))  # asleep until t=60: no timers yet
+    try:
+        await loop_turns(20)
+        assert len(sleeps) == 1
+        timers.set("late", 0, 100.0)  # every command sets its receiver's timer, mostly far ahead
+        await loop_turns(20)
+        assert len(sleeps) == 1, "a timer due after the loop wakes anyway woke it"
+        timers.set("soon", 0, 0.5)
+        await loop_turns(20)
+        assert len(sleeps) == 2, "a timer due before the loop wakes must wake it to sleep less"
+    finally:
+        task.cancel()
+
+
 def test_settings_from_env() -> None:
     s = Settings.from_env(
         {"DISPATCHER_WEB_PORT": "9000", "DISPATCHER_REQUIRE_HTTPS": "no", "DISPATCHER_TIMEOUT": "2.5"},
