@@ -69,6 +69,7 @@ def matches(pattern: Pattern, event_type: str) -> bool:
 
 
 Shape = tuple[tuple[Pattern, ...], str | None]  # a receiver's patterns and tenant
+EVERYTHING: Shape = (((STAR,),), None)  # no patterns, no tenant: every event (the default)
 
 
 class _Node:
@@ -89,21 +90,28 @@ class SubscriptionIndex:
 
     def __init__(self) -> None:
         self._root = _Node()
+        # Receivers of every other shape. One of `EVERYTHING` is a member of the root's untenanted
+        # tail set and nothing more: at a million receivers a dict entry each would be 41 MB.
         self._subscriptions: dict[str, Shape] = {}
+        self._everything = 0  # receivers of shape EVERYTHING
         # One copy of each distinct (patterns, tenant): receivers mostly share a few, and at a
         # million receivers a tuple of tuples each would cost more than the rest of the entry.
         self._shapes: dict[Shape, Shape] = {}
 
     def __len__(self) -> int:
-        return len(self._subscriptions)
+        return len(self._subscriptions) + self._everything
 
     def __contains__(self, receiver_id: str) -> bool:
-        return receiver_id in self._subscriptions
+        return receiver_id in self._subscriptions or receiver_id in self._root.tail.get(None, ())
 
     def put(self, receiver_id: str, patterns: Iterable[str], tenant: str | None = None) -> None:
         """Subscribe (or re-subscribe) a receiver; no patterns means every type."""
         self.remove(receiver_id)
         parsed = tuple(dict.fromkeys(tuple(p.split(".")) for p in patterns)) or ((STAR,),)
+        if (parsed, tenant) == EVERYTHING:
+            self._root.tail.setdefault(None, set()).add(receiver_id)
+            self._everything += 1
+            return
         shape = self._shapes.setdefault((parsed, tenant), (parsed, tenant))
         self._subscriptions[receiver_id] = shape
         parsed = shape[0]
@@ -124,6 +132,9 @@ class SubscriptionIndex:
     def remove(self, receiver_id: str) -> None:
         entry = self._subscriptions.pop(receiver_id, None)
         if entry is None:
+            if receiver_id in self._root.tail.get(None, ()):
+                _discard(self._root.tail, None, receiver_id)
+                self._everything -= 1
             return
         patterns, tenant = entry
         for pattern in patterns:

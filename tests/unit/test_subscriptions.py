@@ -69,6 +69,31 @@ def test_no_patterns_means_every_type_and_resubscribing_replaces() -> None:
     assert index._root.empty(), "unsubscribing prunes the trie"
 
 
+def test_receivers_of_every_type_keep_their_place_through_changes() -> None:
+    """The default subscription (no patterns, no tenant) is kept apart from the others: same rules."""
+    index = SubscriptionIndex()
+    index.put("all1", [])
+    index.put("all2", ["*"])  # the same as no patterns
+    index.put("mixed", ["*", "a.b"])
+    index.put("scoped", [], tenant="acme")
+    assert index.match("x.y") == {"all1", "all2", "mixed"}
+    assert index.match("x.y", "acme") == {"all1", "all2", "mixed", "scoped"}
+    assert len(index) == 4 and all(rid in index for rid in ("all1", "all2", "mixed", "scoped"))
+    assert index._subscriptions.keys() == {"mixed", "scoped"}, "the default costs no entry of its own"
+    index.put("all1", ["a.b"])  # from every type to one
+    index.put("mixed", [])  # and the other way
+    index.put("all2", [])  # again: still one subscription
+    assert index.match("x.y") == {"all2", "mixed"} and index.match("a.b") == {"all1", "all2", "mixed"}
+    assert len(index) == 4
+    index.remove("all2")
+    index.remove("all2")  # twice: nothing more goes
+    index.remove("never-there")
+    assert index.match("x.y") == {"mixed"} and len(index) == 3 and "all2" not in index
+    for rid in ("all1", "mixed", "scoped"):
+        index.remove(rid)
+    assert len(index) == 0 and index._root.empty()
+
+
 def test_matching_does_not_scan_receivers() -> None:
     """100,000 receivers on one type, 100,000 spread over others: matching stays cheap (figures printed)."""
     index = SubscriptionIndex()
