@@ -78,21 +78,25 @@ class _Node:
     def __init__(self) -> None:
         self.children: dict[str, _Node] = {}
         self.star: _Node | None = None  # a `*` segment inside a pattern
-        self.exact: dict[str | None, set[str]] = {}  # tenant -> receivers whose pattern ends here
-        self.tail: dict[str | None, set[str]] = {}  # tenant -> receivers whose pattern ends in `*` here
+        self.exact: dict[str | None, set[bytes]] = {}  # tenant -> receivers whose pattern ends here
+        self.tail: dict[str | None, set[bytes]] = {}  # tenant -> receivers whose pattern ends in `*` here
 
     def empty(self) -> bool:
         return not (self.children or self.star or self.exact or self.tail)
 
 
 class SubscriptionIndex:
-    """Receiver ids by pattern and tenant; `match` is independent of how many subscribe."""
+    """Receiver ids by pattern and tenant; `match` is independent of how many subscribe.
+
+    Ids are held as UTF-8 bytes, 16 bytes a receiver less than a str of an ASCII id: every
+    worker holds every receiver's subscription, and `match` decodes only the ids it returns.
+    """
 
     def __init__(self) -> None:
         self._root = _Node()
         # Receivers of every other shape. One of `EVERYTHING` is a member of the root's untenanted
         # tail set and nothing more: at a million receivers a dict entry each would be 41 MB.
-        self._subscriptions: dict[str, Shape] = {}
+        self._subscriptions: dict[bytes, Shape] = {}
         self._everything = 0  # receivers of shape EVERYTHING
         # One copy of each distinct (patterns, tenant): receivers mostly share a few, and at a
         # million receivers a tuple of tuples each would cost more than the rest of the entry.
@@ -102,24 +106,26 @@ class SubscriptionIndex:
         return len(self._subscriptions) + self._everything
 
     def __contains__(self, receiver_id: str) -> bool:
-        return receiver_id in self._subscriptions or receiver_id in self._root.tail.get(None, ())
+        key = receiver_id.encode()
+        return key in self._subscriptions or key in self._root.tail.get(None, ())
 
     def put(self, receiver_id: str, patterns: Iterable[str], tenant: str | None = None) -> None:
         """Subscribe (or re-subscribe) a receiver; no patterns means every type."""
         self.remove(receiver_id)
+        key = receiver_id.encode()
         parsed = tuple(dict.fromkeys(tuple(p.split(".")) for p in patterns)) or ((STAR,),)
         if (parsed, tenant) == EVERYTHING:
-            self._root.tail.setdefault(None, set()).add(receiver_id)
+            self._root.tail.setdefault(None, set()).add(key)
             self._everything += 1
             return
         shape = self._shapes.setdefault((parsed, tenant), (parsed, tenant))
-        self._subscriptions[receiver_id] = shape
+        self._subscriptions[key] = shape
         parsed = shape[0]
         for pattern in parsed:
             node, last = self._root, len(pattern) - 1
             for i, part in enumerate(pattern):
                 if part == STAR and i == last:
-                    node.tail.setdefault(tenant, set()).add(receiver_id)
+                    node.tail.setdefault(tenant, set()).add(key)
                     break
                 if part == STAR:
                     node.star = node.star or _Node()
@@ -127,31 +133,32 @@ class SubscriptionIndex:
                 else:
                     node = node.children.setdefault(part, _Node())
             else:
-                node.exact.setdefault(tenant, set()).add(receiver_id)
+                node.exact.setdefault(tenant, set()).add(key)
 
     def remove(self, receiver_id: str) -> None:
-        entry = self._subscriptions.pop(receiver_id, None)
+        key = receiver_id.encode()
+        entry = self._subscriptions.pop(key, None)
         if entry is None:
-            if receiver_id in self._root.tail.get(None, ()):
-                _discard(self._root.tail, None, receiver_id)
+            if key in self._root.tail.get(None, ()):
+                _discard(self._root.tail, None, key)
                 self._everything -= 1
             return
         patterns, tenant = entry
         for pattern in patterns:
-            self._unlink(self._root, pattern, 0, receiver_id, tenant)
+            self._unlink(self._root, pattern, 0, key, tenant)
 
-    def _unlink(self, node: _Node, pattern: Pattern, i: int, receiver_id: str, tenant: str | None) -> None:
+    def _unlink(self, node: _Node, pattern: Pattern, i: int, key: bytes, tenant: str | None) -> None:
         part = pattern[i]
         if part == STAR and i == len(pattern) - 1:
-            _discard(node.tail, tenant, receiver_id)
+            _discard(node.tail, tenant, key)
             return
         child = node.star if part == STAR else node.children.get(part)
         if child is None:
             return
         if i == len(pattern) - 1:
-            _discard(child.exact, tenant, receiver_id)
+            _discard(child.exact, tenant, key)
         else:
-            self._unlink(child, pattern, i + 1, receiver_id, tenant)
+            self._unlink(child, pattern, i + 1, key, tenant)
         if child.empty():  # prune, so unsubscribing leaves no garbage
             if part == STAR:
                 node.star = None
@@ -161,7 +168,7 @@ class SubscriptionIndex:
     def match(self, event_type: str, tenant: str | None = None) -> set[str]:
         """Receivers an event of `event_type` (from `tenant`) goes to."""
         tenants = (None,) if tenant is None else (None, tenant)
-        found: set[str] = set()
+        found: set[bytes] = set()
         segments = event_type.split(".")
         frontier = [self._root]
         for segment in segments:
@@ -176,17 +183,17 @@ class SubscriptionIndex:
                     following.append(node.star)
             frontier = following
             if not frontier:
-                return found
+                break
         for node in frontier:
             for t in tenants:
                 found.update(node.exact.get(t, ()))
-        return found
+        return {key.decode() for key in found}
 
 
-def _discard(sets: dict[str | None, set[str]], tenant: str | None, receiver_id: str) -> None:
+def _discard(sets: dict[str | None, set[bytes]], tenant: str | None, key: bytes) -> None:
     members = sets.get(tenant)
     if members is not None:
-        members.discard(receiver_id)
+        members.discard(key)
         if not members:
             del sets[tenant]
 

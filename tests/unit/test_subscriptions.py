@@ -79,7 +79,7 @@ def test_receivers_of_every_type_keep_their_place_through_changes() -> None:
     assert index.match("x.y") == {"all1", "all2", "mixed"}
     assert index.match("x.y", "acme") == {"all1", "all2", "mixed", "scoped"}
     assert len(index) == 4 and all(rid in index for rid in ("all1", "all2", "mixed", "scoped"))
-    assert index._subscriptions.keys() == {"mixed", "scoped"}, "the default costs no entry of its own"
+    assert index._subscriptions.keys() == {b"mixed", b"scoped"}, "the default costs no entry of its own"
     index.put("all1", ["a.b"])  # from every type to one
     index.put("mixed", [])  # and the other way
     index.put("all2", [])  # again: still one subscription
