@@ -271,4 +271,3 @@ class ActorStore:
             if limit is not None and count >= limit:
                 return
             yield key, value
-
