@@ -110,6 +110,8 @@ class Settings:
     # How long table writes pile up before they go to the changelog: fewer, larger batches. Deliveries
     # never wait for it; a commit flushes first.
     changelog_linger_ms: float = 5.0
+    # Seconds between handing the heap's free pages back to the OS (0: never); see heap.py.
+    heap_trim_interval: float = 30.0
     # Upper bound of a consumer's long poll. Real Kafka answers a poll as soon
     # as data arrives; the embedded broker does not, so `dev` lowers this.
     fetch_max_wait_ms: int = 500

@@ -19,6 +19,7 @@ from .domain.records import WAKE_RECORD, Outcome, encode_outcome
 from .event_loop import new_event_loop
 from .failures import log_failure
 from .fanout import register_fanout_agent
+from .heap import trim_periodically
 from .http1 import Http1Transport
 from .kafka_transport import client_options
 from .ownership import Ownership
@@ -104,6 +105,7 @@ class Dispatcher:
         self.topology.actors.on_recover(self.ownership.on_recovered)
         app.on_partitions_revoked.connect(self.ownership.on_revoked)
         app.task(self._run_timers)
+        app.task(self._trim_heap)
         app.on_before_shutdown.connect(self._on_shutdown)
         setup_web(app.web.web_app, self)
 
@@ -209,6 +211,9 @@ class Dispatcher:
 
     async def _run_timers(self) -> None:
         await self.timers.run()
+
+    async def _trim_heap(self) -> None:
+        await trim_periodically(self.settings.heap_trim_interval)
 
     async def _on_shutdown(self, sender: Any = None, **_: Any) -> None:
         await self.deliverer.close()
