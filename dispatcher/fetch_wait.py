@@ -10,6 +10,12 @@ records doubles the wait (up to `cap_ms`); once every fetched partition has
 caught up, the wait is the configured one again, so an idle worker keeps its
 short hop. On Kafka a partition that is behind always answers with records, so
 the wait never moves there.
+
+Only a partition that was already behind when the fetch was sent counts as
+starved. One that was caught up and got a record while the broker gathered
+the answer (the high watermark moved, the records came too late for it) is
+the normal case of a live partition: counting it doubled the wait several
+times a second at 200 messages/s and took the paced p50 from 3 to 6-9 ms.
 """
 
 from __future__ import annotations
@@ -55,9 +61,10 @@ def adapt_fetch_wait(consumer: AIOKafkaConsumer, cap_ms: int = CAP_MS) -> FetchW
     fetch = fetcher._proc_fetch_request
 
     async def fetch_then_adapt(assignment: Any, node_id: int, request: Any) -> bool:
+        asked_behind = _behind_when_asked(assignment, request)
         woke = await fetch(assignment, node_id, request)
         if assignment.active:
-            behind, starved = _progress(fetcher, assignment, request)
+            behind, starved = _progress(fetcher, assignment, request, asked_behind)
             before = wait.current_ms
             fetcher._fetch_max_wait_ms = wait.after_fetch(behind, starved)
             if wait.current_ms != before:
@@ -72,7 +79,21 @@ def adapt_fetch_wait(consumer: AIOKafkaConsumer, cap_ms: int = CAP_MS) -> FetchW
     return wait
 
 
-def _progress(fetcher: Any, assignment: Any, request: Any) -> tuple[bool, bool]:
+def _behind_when_asked(assignment: Any, request: Any) -> set[TopicPartition]:
+    """The request's partitions whose offset was below the high watermark known as it was sent."""
+    behind = set()
+    for topic, partitions in request.topics:
+        for partition, offset, *_ in partitions:
+            tp = TopicPartition(topic, partition)
+            state = assignment.state_value(tp)
+            if state is not None and state.highwater is not None and offset < state.highwater:
+                behind.add(tp)
+    return behind
+
+
+def _progress(
+    fetcher: Any, assignment: Any, request: Any, asked_behind: set[TopicPartition]
+) -> tuple[bool, bool]:
     behind = starved = False
     for topic, partitions in request.topics:
         for partition, offset, *_ in partitions:
@@ -82,5 +103,5 @@ def _progress(fetcher: Any, assignment: Any, request: Any) -> tuple[bool, bool]:
                 continue  # sought during the fetch: its answer was dropped
             if state.highwater is not None and offset < state.highwater:
                 behind = True
-                starved = starved or tp not in fetcher._records
+                starved = starved or (tp in asked_behind and tp not in fetcher._records)
     return behind, starved

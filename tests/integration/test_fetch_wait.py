@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from dispatcher.broker import EmbeddedBroker
-from dispatcher.fetch_wait import FetchWait, adapt_fetch_wait
+from dispatcher.fetch_wait import FetchWait, _behind_when_asked, _progress, adapt_fetch_wait
 from tests.harness import new_app_id
 
 BATCHES = 6000  # one record each; about 8 ms of listing per fetch on 2 cores
@@ -63,3 +64,21 @@ def test_fetch_wait_doubles_while_starved_and_returns_once_caught_up() -> None:
     assert wait.after_fetch(behind=True, starved=False) == 40  # records came: keep what works
     assert wait.after_fetch(behind=False, starved=False) == 3
     assert FetchWait(base_ms=500, cap_ms=40).cap_ms == 500  # never below the configured wait
+
+
+def test_only_a_partition_behind_when_asked_counts_as_starved() -> None:
+    """A record that lands while the broker gathers an answer is not starvation (a live partition)."""
+    tp = TopicPartition("t", 0)
+    state = SimpleNamespace(has_valid_position=True, position=10, highwater=10)
+    assignment = SimpleNamespace(state_value=lambda _: state)
+    request = SimpleNamespace(topics=[("t", [(0, 10, 1 << 20)])])
+    fetcher = SimpleNamespace(_records={})
+
+    asked_behind = _behind_when_asked(assignment, request)  # caught up as the fetch goes out
+    state.highwater = 11  # a record arrived during the fetch; the answer carried none
+    assert _progress(fetcher, assignment, request, asked_behind) == (True, False)
+
+    asked_behind = _behind_when_asked(assignment, request)  # now behind as the fetch goes out
+    assert _progress(fetcher, assignment, request, asked_behind) == (True, True), "behind, answered empty"
+    fetcher._records[tp] = object()
+    assert _progress(fetcher, assignment, request, asked_behind) == (True, False), "behind, got records"
