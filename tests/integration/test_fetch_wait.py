@@ -1,4 +1,4 @@
-"""A partition of thousands of batches is read to its end at the 3 ms dev fetch wait.
+"""A partition of thousands of batches is read to its end at a 3 ms fetch wait.
 
 The embedded broker answers a fetch with what it gathered when the wait runs
 out, and it lists every batch of the partition first, so at 3 ms a partition of
