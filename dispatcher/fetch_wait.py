@@ -21,6 +21,7 @@ times a second at 200 messages/s and took the paced p50 from 3 to 6-9 ms.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,29 +80,28 @@ def adapt_fetch_wait(consumer: AIOKafkaConsumer, cap_ms: int = CAP_MS) -> FetchW
     return wait
 
 
-def _behind_when_asked(assignment: Any, request: Any) -> set[TopicPartition]:
-    """The request's partitions whose offset was below the high watermark known as it was sent."""
-    behind = set()
+def _requested(assignment: Any, request: Any) -> Iterator[tuple[TopicPartition, int, Any]]:
+    """Each partition of a fetch request, the offset asked for, and its state in the assignment."""
     for topic, partitions in request.topics:
         for partition, offset, *_ in partitions:
             tp = TopicPartition(topic, partition)
-            state = assignment.state_value(tp)
-            if state is not None and state.highwater is not None and offset < state.highwater:
-                behind.add(tp)
-    return behind
+            yield tp, offset, assignment.state_value(tp)
+
+
+def _behind_when_asked(assignment: Any, request: Any) -> set[TopicPartition]:
+    """The request's partitions whose offset was below the high watermark known as it was sent."""
+    return {tp for tp, offset, state in _requested(assignment, request)
+            if state is not None and state.highwater is not None and offset < state.highwater}
 
 
 def _progress(
     fetcher: Any, assignment: Any, request: Any, asked_behind: set[TopicPartition]
 ) -> tuple[bool, bool]:
     behind = starved = False
-    for topic, partitions in request.topics:
-        for partition, offset, *_ in partitions:
-            tp = TopicPartition(topic, partition)
-            state = assignment.state_value(tp)
-            if state is None or not state.has_valid_position or state.position != offset:
-                continue  # sought during the fetch: its answer was dropped
-            if state.highwater is not None and offset < state.highwater:
-                behind = True
-                starved = starved or (tp in asked_behind and tp not in fetcher._records)
+    for tp, offset, state in _requested(assignment, request):
+        if state is None or not state.has_valid_position or state.position != offset:
+            continue  # sought during the fetch: its answer was dropped
+        if state.highwater is not None and offset < state.highwater:
+            behind = True
+            starved = starved or (tp in asked_behind and tp not in fetcher._records)
     return behind, starved

@@ -111,8 +111,8 @@ class SubscriptionIndex:
 
     def put(self, receiver_id: str, patterns: Iterable[str], tenant: str | None = None) -> None:
         """Subscribe (or re-subscribe) a receiver; no patterns means every type."""
-        self.remove(receiver_id)
         key = receiver_id.encode()
+        self._remove(key)
         parsed = tuple(dict.fromkeys(tuple(p.split(".")) for p in patterns)) or ((STAR,),)
         if (parsed, tenant) == EVERYTHING:
             self._root.tail.setdefault(None, set()).add(key)
@@ -136,7 +136,9 @@ class SubscriptionIndex:
                 node.exact.setdefault(tenant, set()).add(key)
 
     def remove(self, receiver_id: str) -> None:
-        key = receiver_id.encode()
+        self._remove(receiver_id.encode())
+
+    def _remove(self, key: bytes) -> None:
         entry = self._subscriptions.pop(key, None)
         if entry is None:
             if key in self._root.tail.get(None, ()):

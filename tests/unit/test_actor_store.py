@@ -95,6 +95,13 @@ def test_attempt_log_keeps_the_newest_in_a_ring_of_slots(store: ActorStore) -> N
     assert [a["number"] for a in store.attempts("r1", newest=9, limit=10)] == []
 
 
+def test_an_attempt_log_of_zero_keeps_nothing(store: ActorStore) -> None:
+    store.attempt_log = 0
+    store.log_attempt("r1", 1, orjson.dumps({"number": 1}))
+    assert store.attempts("r1", newest=1, limit=10) == []
+    assert list(store._scan(0, keys.prefix(keys.ATTEMPT, "r1"))) == []
+
+
 def test_timer_rebuild_reads_each_newest_state_without_filling_the_hot_cache(store: ActorStore) -> None:
     for rid in ("r1", "r2", "r3"):
         store.save(ReceiverState(rid, ReceiverConfig(rid, f"https://example.com/{rid}", "whsec_" + "A" * 32)))
