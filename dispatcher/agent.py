@@ -1,9 +1,13 @@
-"""The receiver actor agent: one stream over the requests and commands topics.
+"""The receiver actor's input: every record of the requests and commands topics, in order.
 
-Concurrency is 1 per partition, and every event is fully applied (state
-written) before the next is read, so Faust's ack-on-next-event commits only
-what is stored. Nothing escapes the loop: a record that cannot be applied is
-dead-lettered (awaited) before the stream moves past it.
+Records are applied one at a time, each fully (state written) before the next
+is read, and acked only then, so a commit covers only what is stored. On our
+app the consumer calls `apply` for each record itself (`direct_sources`):
+Faust's conductor, stream and event per record cost about 30 % of the
+worker's CPU per delivery (interleaved drains: 0.97 and 1.31 s per 1,000
+deliveries with them, 0.69 and 0.89 without), and concurrency 1 needs none of
+them. Nothing escapes: a record that
+cannot be applied is dead-lettered (awaited) before the next is read.
 """
 
 from __future__ import annotations
@@ -20,37 +24,46 @@ log = logging.getLogger(__name__)
 
 
 def register_actor_agent(app: Any, source: Any, commands_topic: str, runner: ActorRunner) -> Any:
+    """The agent subscribes the topics; on our app the consumer applies their records itself
+    (`direct_sources`), so the agent's stream gets none and only another app's would feed it."""
+
+    async def apply(message: Any) -> None:
+        await _apply(message, commands_topic, runner)
+
     async def receiver_actor(stream: Any) -> None:
         async for event in stream.events():
-            await _apply(event, commands_topic, runner)
+            await apply(event.message)
 
+    direct = getattr(app, "direct_sources", None)
+    if direct is not None:
+        for topic in source.topics:
+            direct[topic] = apply
     return app.agent(source, name="receiver_actor", concurrency=1)(receiver_actor)
 
 
-async def _apply(event: Any, commands_topic: str, runner: ActorRunner) -> None:
-    msg = event.message
-    receiver_id = (event.key or b"").decode("utf-8", "replace")
+async def _apply(msg: Any, commands_topic: str, runner: ActorRunner) -> None:
+    """One record (key and value raw bytes) of the requests or commands topic."""
+    receiver_id = (msg.key or b"").decode("utf-8", "replace")
     try:
         if msg.topic == commands_topic:
-            outcome = decode_command(event.value)
+            outcome = decode_command(msg.value)
             if outcome is None:
                 await runner.handle(receiver_id, msg.partition, actor.Wake())
                 return
             runner.deliverer.release(receiver_id, outcome.token)
             await runner.handle(receiver_id, msg.partition, actor.Result(outcome))
         else:
-            await runner.handle(receiver_id, msg.partition, _request_command(runner, receiver_id, event))
+            await runner.handle(receiver_id, msg.partition, _request_command(runner, receiver_id, msg))
     except InvalidInput as exc:
-        await _reject(runner, receiver_id, event, exc.code, exc.field + ": " + exc.message)
+        await _reject(runner, receiver_id, msg, exc.code, exc.field + ": " + exc.message)
     except Exception as exc:
         log.exception("cannot apply record %s[%d]@%d", msg.topic, msg.partition, msg.offset)
-        await _reject(runner, receiver_id, event, "internal_error", f"{type(exc).__name__}: {exc}")
+        await _reject(runner, receiver_id, msg, "internal_error", f"{type(exc).__name__}: {exc}")
 
 
-def _request_command(runner: ActorRunner, receiver_id: str, event: Any) -> actor.Command:
-    msg = event.message
+def _request_command(runner: ActorRunner, receiver_id: str, msg: Any) -> actor.Command:
     fallback_id = f"kafka_{msg.partition}_{msg.offset}"
-    record = decode_request(receiver_id, event.value or b"", fallback_id, msg.timestamp)
+    record = decode_request(receiver_id, msg.value or b"", fallback_id, msg.timestamp)
     if isinstance(record, ReceiverControl):
         return actor.Control(record.action, record.reason)
     if not isinstance(record, Message):
@@ -59,10 +72,9 @@ def _request_command(runner: ActorRunner, receiver_id: str, event: Any) -> actor
     return actor.Intake(record, seen)
 
 
-async def _reject(runner: ActorRunner, receiver_id: str, event: Any, reason: str, detail: str) -> None:
-    msg = event.message
+async def _reject(runner: ActorRunner, receiver_id: str, msg: Any, reason: str, detail: str) -> None:
     if msg.topic != runner.requests_topic:
         log.error("dropping bad command %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, detail)
         return
     letter = actor.DeadLetter(reason, f"kafka_{msg.partition}_{msg.offset}", None, detail)
-    await runner.dead_letter(receiver_id, letter, event.value or b"")
+    await runner.dead_letter(receiver_id, letter, msg.value or b"")

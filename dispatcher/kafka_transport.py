@@ -12,6 +12,8 @@ with `highwaters_by_fetch` the end of every non-empty partition is read that way
 
 The consumer hands every record of a strict partition to the agent once and
 in order (see `_Consumer`): Faust's own loop acks skipped offsets as a gap.
+Records of a direct source (the actor's topics) it applies itself, acking each
+once applied (`_apply_direct`), without Faust's per-record conductor and stream.
 """
 
 from __future__ import annotations
@@ -119,6 +121,7 @@ class _Consumer(faust_aiokafka.Consumer):
     """
 
     READ_AGAIN_TRIES = 10
+    REAPPLY_PAUSE = 1.0  # seconds before a record whose apply raised is read again
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -242,8 +245,37 @@ class _Consumer(faust_aiokafka.Consumer):
         else:
             task.cancel()
 
+    async def _apply_direct(self, apply: Callable[[Any], Awaitable[None]], message: Any) -> bool:
+        """Apply a record of a direct source here, in the fetcher: what Faust's conductor, stream and
+        agent would do, without their per-record task, queue, event and sensors.
+
+        Acked only once applied, as the stream acks the event the agent is done
+        with. False when it was not applied: the flow stopped for a rebalance
+        (whose seek reads it again), or applying it raised; then the partition is
+        read again from it after a pause, so nothing behind it goes first.
+        """
+        app = self.app
+        if not (self.flow_active and app.flow_control.is_active()):
+            return False
+        if message.generation_id != app.consumer_generation_id:
+            return False
+        await app.producer.buffer.wait_until_ebb()
+        self.track_message(message)  # a rebalance waits for it (`wait_empty`)
+        try:
+            await apply(message)
+        except Exception:
+            log.exception("cannot apply %s[%d]@%d: reading it again in %.0f s",
+                          message.topic, message.partition, message.offset, self.REAPPLY_PAUSE)
+            self._unacked_messages.discard(message)
+            await asyncio.sleep(self.REAPPLY_PAUSE)
+            await self.seek_wait({message.tp: message.offset})
+            return False
+        self.ack(message)
+        return True
+
     async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - Faust's loop, see above
         callback = self.callback
+        direct_sources = self.app.direct_sources
         getmany = self.getmany
         consumer_should_stop = self._stopped.is_set
         fetcher_should_stop = fetcher._stopped.is_set
@@ -281,7 +313,12 @@ class _Consumer(faust_aiokafka.Consumer):
                     if self._commit_every is not None and self._n_acked >= self._commit_every:
                         self._n_acked = 0
                         await self.commit()
-                    await self._hand_over(callback(message))
+                    direct = direct_sources.get(message.topic)
+                    if direct is None:
+                        await self._hand_over(callback(message))
+                    elif not await self._apply_direct(direct, message):
+                        reading_again.add(tp)  # not applied: read again from it (seek or jump)
+                        continue
                     set_read_offset(tp, offset)
                     self._expected[tp] = offset + 1
                     if self._tries:
@@ -361,6 +398,9 @@ class DispatcherApp(faust.App):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Topic -> its records' handler, called by the consumer in place of the agent's stream
+        # (`_Consumer._apply_direct`); the agent still subscribes the topic.
+        self.direct_sources: dict[str, Callable[[Any], Awaitable[None]]] = {}
         # Awaited before every flush of the producer (so before every offset commit).
         self.flush_hooks: list[Callable[[], Awaitable[None]]] = []
 
