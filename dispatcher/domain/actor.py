@@ -35,6 +35,7 @@ from .records import Message, Outcome, ReceiverConfig, encode_backlog_entry
 from .retry import RetryPolicy, Verdict, parse_retry_after
 from .window import Slot, find, floor, replaced, without
 
+_set_field = object.__setattr__  # only on a _Step's own copy of a state
 BODY_PREFIX_KEEP = 1024
 DAY = 86400.0
 
@@ -468,8 +469,9 @@ class _Step:
     """
 
     def __init__(self, state: ReceiverState, facts: Facts, policy: Policy) -> None:
-        self._state = state
-        self._changes: dict[str, Any] = {}  # updates not yet copied into a new state
+        # A private copy, changed in place: one copy per command instead of one per read
+        # after an update. Frozen to everyone else; the caller's state is never touched.
+        self.state = evolve(state)
         self.facts = facts
         self.policy = policy
         self.retry = policy.retry_for(state.config)
@@ -485,25 +487,12 @@ class _Step:
     def now(self) -> float:
         return self.facts.now
 
-    @property
-    def state(self) -> ReceiverState:
-        """The state with every update so far; updates since the last read are copied in at once."""
-        if self._changes:
-            self._state = evolve(self._state, **self._changes)
-            self._changes = {}
-        return self._state
-
-    @state.setter
-    def state(self, state: ReceiverState) -> None:
-        self._state, self._changes = state, {}
-
     def update(self, **changes: Any) -> None:
-        """Set fields of the state; the copy waits for the next read (an outcome makes about six updates)."""
-        pending, state = self._changes, self._state
+        """Set fields of this step's state (an outcome makes about six updates)."""
+        state = self.state
         for name, value in changes.items():
-            current = pending[name] if name in pending else getattr(state, name)
-            if current != value:
-                pending[name] = value
+            if getattr(state, name) != value:
+                _set_field(state, name, value)
                 self.dirty = True
 
     def finish(self) -> tuple[ReceiverState, list[Effect]]:
