@@ -101,7 +101,7 @@ class ReceiverState:
     def to_bytes(self) -> bytes:
         # orjson writes the nested dataclasses itself (as asdict would, five times faster)
         data = {name: getattr(self, name) for name in _STATE_NAMES}
-        data["config"] = self.config.as_dict()
+        data["config"] = self.config.as_json()
         return orjson.dumps(data)
 
     @classmethod

@@ -68,6 +68,16 @@ class ReceiverConfig:
     verification: Verification | None = None
     options: DeliveryOptions = field(default_factory=DeliveryOptions)
     tenant: str | None = None  # set: the receiver gets only this tenant's events
+    # as_dict's JSON, made once: the state that holds the config is written twice per delivery
+    _json: orjson.Fragment | None = field(default=None, init=False, repr=False, compare=False)
+
+    def as_json(self) -> orjson.Fragment:
+        """`as_dict` as JSON to embed in a larger document (the config is immutable)."""
+        cached = getattr(self, "_json", None)  # `evolve` leaves the slot unset
+        if cached is None:
+            cached = orjson.Fragment(orjson.dumps(self.as_dict()))
+            object.__setattr__(self, "_json", cached)
+        return cached
 
     def active_secrets(self, now: float) -> list[str]:
         """The secrets that sign a request made at `now`: the current one first."""

@@ -33,6 +33,7 @@ from dispatcher.domain.actor import (
     next_wake,
 )
 from dispatcher.domain.breaker import BreakerPolicy, Circuit
+from dispatcher.domain.evolve import evolve
 from dispatcher.domain.records import Message, Outcome, ReceiverConfig
 from dispatcher.domain.retry import RetryPolicy
 
@@ -186,6 +187,16 @@ def test_state_round_trips_through_bytes() -> None:
     state, _ = step(state, answer(state, 500), 3.0)
     state = replace(state, breaker=replace(state.breaker, circuit=Circuit.OPEN, probe_at=9.0))
     assert ReceiverState.from_bytes(state.to_bytes()) == state
+
+
+def test_a_changed_config_is_written_with_its_change() -> None:
+    state = with_backlog(1)
+    state.to_bytes()  # the config's JSON is made once and kept with it
+    url = "http://127.0.0.1:2/"
+    for changed in (replace(state.config, url=url), evolve(state.config, url=url)):
+        again = ReceiverState.from_bytes(replace(state, config=changed).to_bytes())
+        assert again.config.url == url
+        assert again.config == changed
 
 
 def test_state_written_by_a_newer_version_drops_the_fields_it_does_not_know() -> None:
