@@ -15,7 +15,7 @@ EVENT_LOOPS = ("uvloop", "asyncio")
 
 
 def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
-    """A new loop of the kind `DISPATCHER_EVENT_LOOP` names, set as the current one."""
+    """A new loop of the kind `DISPATCHER_EVENT_LOOP` names, set as the current one (and the policy's)."""
     if name not in EVENT_LOOPS:
         raise SettingsError(f"DISPATCHER_EVENT_LOOP={name!r}: must be one of " + ", ".join(EVENT_LOOPS))
     if name == "uvloop":
@@ -25,8 +25,11 @@ def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
             raise SettingsError(
                 "DISPATCHER_EVENT_LOOP='uvloop': uvloop is not installed here; install it or set asyncio"
             ) from exc
-        loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+        # As the policy, so that the loops Faust makes for its threads (the consumer's) are uvloop too.
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+        loop: asyncio.AbstractEventLoop = asyncio.new_event_loop()
     else:
+        asyncio.set_event_loop_policy(None)  # asyncio's own
         loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     return loop

@@ -104,7 +104,8 @@ def test_event_loop_setting_picks_the_loop() -> None:
 
     from dispatcher.event_loop import new_event_loop
 
-    before = asyncio.get_event_loop_policy().get_event_loop()
+    policy = asyncio.get_event_loop_policy()
+    before = policy.get_event_loop()
     try:
         for name, kind in (("uvloop", uvloop.Loop), ("asyncio", asyncio.BaseEventLoop)):
             loop = new_event_loop(name)
@@ -113,11 +114,16 @@ def test_event_loop_setting_picks_the_loop() -> None:
                 assert (name == "uvloop") == isinstance(loop, uvloop.Loop)
                 assert asyncio.get_event_loop_policy().get_event_loop() is loop
                 assert loop.run_until_complete(asyncio.sleep(0, result=name)) == name
+                # The loop Faust's consumer thread makes for itself is of the same kind.
+                other = asyncio.new_event_loop()
+                assert (name == "uvloop") == isinstance(other, uvloop.Loop)
+                other.close()
             finally:
                 loop.close()
         with pytest.raises(SettingsError, match="DISPATCHER_EVENT_LOOP='trio'"):
             new_event_loop("trio")
     finally:
+        asyncio.set_event_loop_policy(policy)
         asyncio.set_event_loop(before)
 
 
