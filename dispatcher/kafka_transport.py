@@ -270,8 +270,11 @@ class _Consumer(faust_aiokafka.Consumer):
             await asyncio.sleep(self.REAPPLY_PAUSE)
             await self.seek_wait({message.tp: message.offset})
             return False
-        self.ack(message)
-        return True
+        else:
+            self.ack(message)
+            return True
+        finally:
+            app.sensors.on_message_out(message.tp, message.offset, message)  # as the stream's last ack
 
     async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - Faust's loop, see above
         callback = self.callback

@@ -26,6 +26,7 @@ async def consumer() -> Any:
     app = DispatcherApp("direct-test", broker="kafka://127.0.0.1:9", store="memory://")
     app.topics.add(app.topic(SOURCE, key_type=bytes, value_type=bytes))  # an acking source, like the agent's
     await app.topics._update_indices()
+    app.sensors.add(app.monitor)  # as the app's start does
     consumer = app.consumer
     consumer.resume_flow()
     app.flow_control.resume()
@@ -61,6 +62,8 @@ async def test_a_record_is_acked_once_applied(consumer: Any) -> None:
     assert applied == [0, 1, 2]
     assert list(consumer._acked[TOPIC_PARTITION]) == [0, 1, 2]
     assert not consumer._unacked_messages
+    monitor = consumer.app.monitor
+    assert monitor.messages_received_total == 3 and monitor.messages_active == 0
 
 
 async def test_nothing_is_applied_while_the_flow_is_stopped_or_after_a_new_generation(consumer: Any) -> None:
