@@ -6,8 +6,8 @@ app the consumer calls `apply` for each record itself (`direct_sources`):
 Faust's conductor, stream and event per record cost about 30 % of the
 worker's CPU per delivery (interleaved drains: 0.97 and 1.31 s per 1,000
 deliveries with them, 0.69 and 0.89 without), and concurrency 1 needs none of
-them. Nothing escapes: a record that
-cannot be applied is dead-lettered (awaited) before the next is read.
+them. Nothing escapes: a record that cannot be applied is dead-lettered
+(awaited) before the next is read.
 """
 
 from __future__ import annotations

@@ -268,7 +268,11 @@ class _Consumer(faust_aiokafka.Consumer):
                           message.topic, message.partition, message.offset, self.REAPPLY_PAUSE)
             self._unacked_messages.discard(message)
             await asyncio.sleep(self.REAPPLY_PAUSE)
-            await self.seek_wait({message.tp: message.offset})
+            try:
+                await self.seek_wait({message.tp: message.offset})
+            except Exception:  # e.g. the partition went in a rebalance, whose own seek reads it again
+                log.exception("cannot seek %s[%d] back to %d",
+                              message.topic, message.partition, message.offset)
             return False
         else:
             self.ack(message)
