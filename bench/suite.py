@@ -129,7 +129,8 @@ class Bench:
         self.tmp = Path(tempfile.mkdtemp(prefix="bench-"))
         self.broker = EmbeddedBroker(free_port())
         self.nginx = NginxReceiver(self.tmp / "nginx", free_port())
-        self.workers: list[WorkerProcess] = []
+        self.processes: list[WorkerProcess] = []
+        self.workers = getattr(args, "workers", 1)  # in the drain's consumer group
         self.app_id = ""
 
     def start(self) -> None:
@@ -137,7 +138,7 @@ class Bench:
         self.nginx.start()
 
     def stop(self) -> None:
-        for worker in self.workers:
+        for worker in self.processes:
             worker.stop()
         self.nginx.stop()
         self.broker.stop()
@@ -152,8 +153,11 @@ class Bench:
              "DISPATCHER_MAX_ATTEMPTS": "0",
              "DISPATCHER_PROBE_BASE": "5", "DISPATCHER_PROBE_CAP": "300", **env},
         ).start()
-        self.workers.append(worker)
+        self.processes.append(worker)
         return worker
+
+    def workers_of(self, app_id: str) -> list[WorkerProcess]:
+        return [w for w in self.processes if w.app_id == app_id]
 
     def producer(self) -> AIOKafkaProducer:
         host = self.broker.url.removeprefix("kafka://")
@@ -272,17 +276,20 @@ async def drain_once(bench: Bench, repeat: int) -> tuple[dict[str, Any], WorkerP
     counts = await bench.produce_messages(app_id, ids, n // r, body_of(bench.sizes["body_bytes"]))
     total = sum(counts.values())
     first_hit = len(bench.nginx.read())
-    worker = bench.worker(app_id, f"drain{repeat}")  # the same data dir: a restart
-    assert worker.process is not None
-    pid = worker.process.pid
+    # The first on the same data dir (a restart); with --workers N the others join its consumer
+    # group at the same moment (one group generation) and recover their partitions from the changelog.
+    workers = [bench.worker(app_id, f"drain{repeat}" + (f"w{k}" if k else ""))
+               for k in range(bench.workers)]
+    worker = workers[0]
+    pids = [w.process.pid for w in workers if w.process is not None]
 
     def mine() -> list[Hit]:
         return [h for h in bench.nginx.read()[first_hit:] if h.path.startswith(prefix)]
 
     await wait_for(lambda: bool(mine()), 120, "the first delivery", 0.005)
-    cpu_first = cpu_seconds(pid)
+    cpu_first = sum(cpu_seconds(pid) for pid in pids)
     await wait_for(lambda: len({h.msg_id for h in mine()}) >= total, 600, "the drain")
-    cpu_last = cpu_seconds(pid)
+    cpu_last = sum(cpu_seconds(pid) for pid in pids)
     await asyncio.sleep(0.2)  # the access log flushes every 50 ms
     hits = mine()
     firsts: dict[str, Hit] = {}
@@ -307,9 +314,10 @@ async def drain(bench: Bench, result: dict[str, Any]) -> dict[str, Any]:
         if repeat == bench.sizes["repeats"] - 1:  # the latency and ingest scenarios go on with it
             bench.app_id, bench.drain_worker, bench.drain_ids = app_id, worker, ids  # type: ignore[attr-defined]
         else:
-            worker.stop()
+            for other in bench.workers_of(app_id):
+                other.stop()
     n, r = bench.sizes["messages"], bench.sizes["receivers"]
-    out = {"messages": n // r * r, "receivers": r,
+    out = {"messages": n // r * r, "receivers": r, "workers": bench.workers,
            "per_s": spread([x["per_s"] for x in runs], 0),
            "cpu_s_per_1000": spread([x["cpu_s_per_1000"] for x in runs], 3),
            "lost": sum(x["lost"] for x in runs), "out_of_order": sum(x["out_of_order"] for x in runs),
@@ -563,7 +571,8 @@ def print_table(result: dict[str, Any]) -> None:
                      f"client CPU {c['client_cpu_s_per_1000']['median']} s/1000"))
     if "drain" in result:
         d = result["drain"]
-        rows.append(("backlog drain", f"{d['per_s']['median']:,.0f}/s",
+        label = "backlog drain" + (f" ({d['workers']} workers)" if d.get("workers", 1) > 1 else "")
+        rows.append((label, f"{d['per_s']['median']:,.0f}/s",
                      f"min {d['per_s']['min']:,.0f} max {d['per_s']['max']:,.0f}; "
                      f"{d.get('ratio_to_ceiling', '-')} x ceiling"))
         rows.append(("  worker CPU per 1,000", f"{d['cpu_s_per_1000']['median']} s",
@@ -610,11 +619,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--only", type=lambda s: s.split(","), default=list(SCENARIOS),
                         help="comma-separated scenarios: " + ",".join(SCENARIOS))
     parser.add_argument("--repeats", type=int, help="runs of the repeated scenarios (default 3, quick 1)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="workers that drain the backlog together (default 1; the others run one)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     unknown = set(args.only) - set(SCENARIOS)
     if unknown:
         parser.error(f"--only: unknown scenario(s) {sorted(unknown)}")
+    if args.workers < 1:
+        parser.error("--workers: at least 1")
     # The bench (and so the ceiling's client) runs on the event loop the worker is given.
     loop = os.environ.get("DISPATCHER_EVENT_LOOP", Settings().event_loop)
     with asyncio.Runner(loop_factory=lambda: new_event_loop(loop)) as runner:
