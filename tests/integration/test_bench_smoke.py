@@ -34,6 +34,15 @@ async def test_the_suite_runs_every_scenario_and_loses_nothing(tmp_path: Path) -
                for kind in ("dynamic", "static"))
 
 
+async def test_two_workers_drain_the_backlog_together(tmp_path: Path) -> None:
+    result = await asyncio.to_thread(suite.main, ["--quick", "--only", "drain", "--workers", "2",
+                                                  "--out", str(tmp_path)])
+    drain = result["drain"]
+    assert drain["workers"] == 2
+    assert (drain["lost"], drain["out_of_order"]) == (0, 0)
+    assert drain["runs"][0]["delivered"] == drain["messages"]
+
+
 async def test_the_http_client_bench_posts_through_each_client(tmp_path: Path) -> None:
     result = await asyncio.to_thread(http_clients.main, ["--quick", "--out", str(tmp_path)])
     [saved] = tmp_path.glob("http-clients-*.json")
