@@ -20,6 +20,7 @@ Figures are printed, never asserted; the JSON of every run goes to bench/results
     python -m bench                      # the full run (about 15 minutes)
     python -m bench --quick              # tiny sizes, a smoke run of a minute
     python -m bench --only drain,latency
+    python -m bench --only ceiling,drain --workers 2   # the drain by two workers in one group
 """
 
 from __future__ import annotations

@@ -276,6 +276,8 @@ class _Consumer(faust_aiokafka.Consumer):
             return False
         else:
             self.ack(message)
+            # What the stream's sensor records: Faust's slow-processing check reads it.
+            app.monitor.stream_inbound_time[message.tp] = time.monotonic()
             return True
         finally:
             app.sensors.on_message_out(message.tp, message.offset, message)  # as the stream's last ack
