@@ -621,7 +621,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="comma-separated scenarios: " + ",".join(SCENARIOS))
     parser.add_argument("--repeats", type=int, help="runs of the repeated scenarios (default 3, quick 1)")
     parser.add_argument("--workers", type=int, default=1,
-                        help="workers that drain the backlog together (default 1; the others run one)")
+                        help="workers that drain the backlog together, and stay for the scenarios "
+                             "after it (default 1)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     unknown = set(args.only) - set(SCENARIOS)

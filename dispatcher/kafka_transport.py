@@ -247,7 +247,7 @@ class _Consumer(faust_aiokafka.Consumer):
 
     async def _apply_direct(self, apply: Callable[[Any], Awaitable[None]], message: Any) -> bool:
         """Apply a record of a direct source here, in the fetcher: what Faust's conductor, stream and
-        agent would do, without their per-record task, queue, event and sensors.
+        agent would do, without their per-record task, queue and event.
 
         Acked only once applied, as the stream acks the event the agent is done
         with. False when it was not applied: the flow stopped for a rebalance
