@@ -131,7 +131,7 @@ class Bench:
         self.broker = EmbeddedBroker(free_port())
         self.nginx = NginxReceiver(self.tmp / "nginx", free_port())
         self.processes: list[WorkerProcess] = []
-        self.workers = getattr(args, "workers", 1)  # in the drain's consumer group
+        self.workers: int = args.workers  # in the drain's consumer group
         self.app_id = ""
 
     def start(self) -> None:

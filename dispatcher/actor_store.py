@@ -45,7 +45,7 @@ class ActorStore:
     def __init__(self, table: TableIO, partition_of: Callable[[str], int], attempt_log: int = 50) -> None:
         self._io = table
         self.partition_of = partition_of
-        self.attempt_log = attempt_log  # attempts kept per receiver, the ring's slots (0: none)
+        self.attempt_log = max(attempt_log, 0)  # attempts kept per receiver, the ring's slots (0: none)
         # States are immutable; the runner is their only writer, so a cached one is current
         # until a partition changes hands (Faust's recovery writes RocksDB): `forget_cached`.
         self._states: OrderedDict[str, ReceiverState] = OrderedDict()
@@ -243,14 +243,14 @@ class ActorStore:
 
     def log_attempt(self, receiver_id: str, number: int, record: bytes) -> None:
         """Attempt `number` overwrites the one `attempt_log` attempts older: one write, no delete."""
-        if self.attempt_log <= 0:
+        if not self.attempt_log:
             return
         self._put(receiver_id, self._attempt_key(receiver_id, number), record)
 
     def attempts(self, receiver_id: str, newest: int, limit: int) -> list[dict[str, Any]]:
         """Up to `limit` attempts, newest first, counting down from attempt `newest`."""
         out = []
-        for number in range(newest, max(0, newest - min(limit, max(self.attempt_log, 0))), -1):
+        for number in range(newest, max(0, newest - min(limit, self.attempt_log)), -1):
             raw = self._get(receiver_id, self._attempt_key(receiver_id, number))
             if raw is None:
                 break

@@ -88,10 +88,14 @@ def _requested(assignment: Any, request: Any) -> Iterator[tuple[TopicPartition, 
             yield tp, offset, assignment.state_value(tp)
 
 
+def _below_highwater(offset: int, state: Any) -> bool:
+    return state.highwater is not None and offset < state.highwater
+
+
 def _behind_when_asked(assignment: Any, request: Any) -> set[TopicPartition]:
     """The request's partitions whose offset was below the high watermark known as it was sent."""
     return {tp for tp, offset, state in _requested(assignment, request)
-            if state is not None and state.highwater is not None and offset < state.highwater}
+            if state is not None and _below_highwater(offset, state)}
 
 
 def _progress(
@@ -101,7 +105,7 @@ def _progress(
     for tp, offset, state in _requested(assignment, request):
         if state is None or not state.has_valid_position or state.position != offset:
             continue  # sought during the fetch: its answer was dropped
-        if state.highwater is not None and offset < state.highwater:
+        if _below_highwater(offset, state):
             behind = True
             starved = starved or (tp in asked_behind and tp not in fetcher._records)
     return behind, starved
