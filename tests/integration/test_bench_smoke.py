@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from bench import http_clients, isolation, suite
+from bench import engine, http_clients, isolation, suite
 
 
 async def test_isolation_bench_runs_and_saves_its_figures(tmp_path: Path) -> None:
@@ -49,3 +49,12 @@ async def test_the_http_client_bench_posts_through_each_client(tmp_path: Path) -
     assert orjson.loads(saved.read_bytes())["median"] == result["median"]
     assert set(result["median"]) == set(http_clients.CLIENTS)  # every POST answered 200, or it raised
     assert all(m["per_s"] > 0 and m["cpu_s_per_1000"] > 0 for m in result["median"].values())
+
+
+async def test_the_engine_bench_delivers_every_message_in_order(tmp_path: Path) -> None:
+    result = await asyncio.to_thread(engine.main, ["--quick", "--out", str(tmp_path)])
+    [saved] = tmp_path.glob("engine-*.json")
+    assert orjson.loads(saved.read_bytes())["median"] == result["median"]
+    [one] = result["rounds"]
+    assert one["messages"] == result["receivers"] * result["per_receiver"] > 0
+    assert (one["delivered"], one["out_of_order"]) == (one["messages"], 0)
