@@ -1,4 +1,5 @@
-"""A consumer's fetch wait that rises while the broker answers a partition that is behind with nothing.
+"""A consumer's fetch wait that rises while the broker answers a partition that is behind with nothing,
+and while nothing comes at all.
 
 The embedded broker (Tansu) lists every stored batch of a partition on each
 fetch and answers with what it gathered when the fetch's max wait runs out, so
@@ -7,15 +8,24 @@ at the 3 ms dev wait on 2 cores) every fetch of it comes back empty, for ever:
 a restarted worker read no changelog record of a 100,000-receiver table for
 minutes. A fetch that leaves a partition behind its high watermark with no
 records doubles the wait (up to `cap_ms`); once every fetched partition has
-caught up, the wait is the configured one again, so an idle worker keeps its
-short hop. On Kafka a partition that is behind always answers with records, so
-the wait never moves there.
+caught up, the wait is the configured one again. On Kafka a partition that is
+behind always answers with records, so the wait never moves there.
 
 Only a partition that was already behind when the fetch was sent counts as
 starved. One that was caught up and got a record while the broker gathered
 the answer (the high watermark moved, the records came too late for it) is
 the normal case of a live partition: counting it doubled the wait several
 times a second at 200 messages/s and took the paced p50 from 3 to 6-9 ms.
+
+The same broker's short wait (2 ms in `dev`) made an idle worker poll 500
+times a second: a quarter of a core for the worker and a third for the
+broker, doing nothing, and about a fifth of the worker's CPU over a backlog
+drain (whose source is read to its end within seconds). Once fetches have come back empty, with every
+partition caught up, for `idle_after_ms` of waiting, the wait doubles up to
+`idle_cap_ms`; the first record brings it back to the configured wait. A
+steady flow (200 messages/s is one every 5 ms) never goes idle that long, so
+only the first record after a quiet spell waits up to `idle_cap_ms` more. On
+Kafka the configured wait (500 ms) is above the idle cap, so nothing changes.
 """
 
 from __future__ import annotations
@@ -30,6 +40,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 log = logging.getLogger(__name__)
 
 CAP_MS = 2000
+IDLE_AFTER_MS = 100
+IDLE_CAP_MS = 50
 
 
 @dataclass
@@ -38,39 +50,56 @@ class FetchWait:
 
     base_ms: int
     cap_ms: int = CAP_MS
+    idle_cap_ms: int = IDLE_CAP_MS
+    idle_after_ms: int = IDLE_AFTER_MS
     current_ms: int = field(init=False)
+    idle_ms: int = field(init=False, default=0)  # waited on empty answers since the last record
 
     def __post_init__(self) -> None:
         self.cap_ms = max(self.cap_ms, self.base_ms)
+        self.idle_cap_ms = max(self.idle_cap_ms, self.base_ms)
         self.current_ms = self.base_ms
 
-    def after_fetch(self, behind: bool, starved: bool) -> int:
-        """`behind`: a fetched partition is short of its high watermark; `starved`: one got nothing."""
+    def after_fetch(self, behind: bool, starved: bool, brought: bool = True) -> int:
+        """`behind`: a fetched partition is short of its high watermark; `starved`: one got nothing;
+        `brought`: the answer carried records."""
         if starved:
+            self.idle_ms = 0
             self.current_ms = min(self.cap_ms, max(1, self.current_ms) * 2)
-        elif not behind:
-            self.current_ms = self.base_ms
+        elif behind or brought:
+            self.idle_ms = 0
+            if not behind:
+                self.current_ms = self.base_ms
+        else:  # caught up and nothing came: idle (a starved wait counts only up to the idle cap)
+            self.idle_ms += min(self.current_ms, self.idle_cap_ms)
+            if self.idle_ms < self.idle_after_ms:
+                self.current_ms = self.base_ms
+            else:
+                self.current_ms = min(self.idle_cap_ms, max(1, self.current_ms) * 2)
         return self.current_ms
 
 
-def adapt_fetch_wait(consumer: AIOKafkaConsumer, cap_ms: int = CAP_MS) -> FetchWait:
+def adapt_fetch_wait(
+    consumer: AIOKafkaConsumer, cap_ms: int = CAP_MS, idle_cap_ms: int = IDLE_CAP_MS
+) -> FetchWait:
     """Make a started consumer's fetcher set its wait by `FetchWait` after every fetch response."""
     fetcher: Any = consumer._fetcher
     if fetcher is None:
         raise RuntimeError("adapt_fetch_wait needs a started consumer")
-    wait = FetchWait(fetcher._fetch_max_wait_ms, cap_ms)
+    wait = FetchWait(fetcher._fetch_max_wait_ms, cap_ms, idle_cap_ms)
     fetch = fetcher._proc_fetch_request
 
     async def fetch_then_adapt(assignment: Any, node_id: int, request: Any) -> bool:
         asked_behind = _behind_when_asked(assignment, request)
         woke = await fetch(assignment, node_id, request)
         if assignment.active:
-            behind, starved = _progress(fetcher, assignment, request, asked_behind)
+            behind, starved, brought = _progress(fetcher, assignment, request, asked_behind)
             before = wait.current_ms
-            fetcher._fetch_max_wait_ms = wait.after_fetch(behind, starved)
+            fetcher._fetch_max_wait_ms = wait.after_fetch(behind, starved, brought)
             if wait.current_ms != before:
-                log.debug("fetch wait %d -> %d ms (%s)", before, wait.current_ms,
-                          "a partition behind got no records" if starved else "caught up")
+                why = ("a partition behind got no records" if starved else
+                       "idle" if wait.idle_ms >= wait.idle_after_ms else "caught up")
+                log.debug("fetch wait %d -> %d ms (%s)", before, wait.current_ms, why)
                 if starved and wait.current_ms == wait.cap_ms:
                     log.warning("the broker answered a fetch of partitions that are behind with no records "
                                 "even with a %d ms wait; now %d ms, the most", before, wait.cap_ms)
@@ -100,12 +129,15 @@ def _behind_when_asked(assignment: Any, request: Any) -> set[TopicPartition]:
 
 def _progress(
     fetcher: Any, assignment: Any, request: Any, asked_behind: set[TopicPartition]
-) -> tuple[bool, bool]:
-    behind = starved = False
+) -> tuple[bool, bool, bool]:
+    """(a partition is behind, one behind when asked got nothing, the answer brought records)"""
+    behind = starved = brought = False
     for tp, offset, state in _requested(assignment, request):
         if state is None or not state.has_valid_position or state.position != offset:
             continue  # sought during the fetch: its answer was dropped
+        got = tp in fetcher._records
+        brought = brought or got
         if _below_highwater(offset, state):
             behind = True
-            starved = starved or (tp in asked_behind and tp not in fetcher._records)
-    return behind, starved
+            starved = starved or (tp in asked_behind and not got)
+    return behind, starved, brought

@@ -31,7 +31,7 @@ from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.transport.producer import ProducerBuffer
 
-from .fetch_wait import adapt_fetch_wait
+from .fetch_wait import IDLE_CAP_MS, adapt_fetch_wait
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
     async def on_start(self) -> None:
         await super().on_start()
-        adapt_fetch_wait(self._ensure_consumer())
+        adapt_fetch_wait(self._ensure_consumer(), idle_cap_ms=self.app.fetch_idle_wait_ms)
 
     async def _highwaters(self, partitions: Iterable[Any]) -> Mapping[Any, int]:
         ends = dict(await super()._highwaters(partitions))
@@ -402,6 +402,7 @@ class DispatcherApp(faust.App):
     """A Faust app on the transport above; fetch wait and highwater source are settings."""
 
     fetch_max_wait_ms: int = 1500
+    fetch_idle_wait_ms: int = IDLE_CAP_MS
     highwaters_by_fetch: bool = False
     contiguous_changelogs: bool = False
 

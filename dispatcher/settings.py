@@ -115,6 +115,10 @@ class Settings:
     # Upper bound of a consumer's long poll. Real Kafka answers a poll as soon
     # as data arrives; the embedded broker does not, so `dev` lowers this.
     fetch_max_wait_ms: int = 500
+    # After 100 ms of empty answers the fetch wait doubles up to this (never below fetch_max_wait_ms),
+    # and the next record brings it back: an idle worker on the embedded broker polls 20 times a
+    # second, not 500. Only the first record after a quiet spell waits for it (fetch_wait.py).
+    fetch_idle_wait_ms: int = 50
     # Bytes per producer batch.
     producer_max_batch_bytes: int = 16384
     # Read each changelog partition's end from a fetch response, not from

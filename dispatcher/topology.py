@@ -56,6 +56,7 @@ def topic_names(settings: Settings) -> dict[str, str]:
 def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
     app = DispatcherApp(settings.app_id, **faust_config(settings, web_middlewares))
     app.fetch_max_wait_ms = settings.fetch_max_wait_ms
+    app.fetch_idle_wait_ms = settings.fetch_idle_wait_ms
     app.highwaters_by_fetch = settings.highwaters_by_fetch
     app.contiguous_changelogs = settings.contiguous_changelogs
     names = topic_names(settings)

@@ -66,6 +66,26 @@ def test_fetch_wait_doubles_while_starved_and_returns_once_caught_up() -> None:
     assert FetchWait(base_ms=500, cap_ms=40).cap_ms == 500  # never below the configured wait
 
 
+def test_fetch_wait_rises_after_a_quiet_spell_and_drops_with_the_next_record() -> None:
+    wait = FetchWait(base_ms=2, idle_cap_ms=50, idle_after_ms=100)
+    quiet = [wait.after_fetch(behind=False, starved=False, brought=False) for _ in range(55)]
+    assert quiet[:49] == [2] * 49, "short gaps between records keep the configured wait"
+    assert quiet[49:] == [4, 8, 16, 32, 50, 50], "after 100 ms of empty answers it doubles to the cap"
+    assert wait.after_fetch(behind=False, starved=False, brought=True) == 2
+    assert wait.after_fetch(behind=False, starved=False, brought=False) == 2, "the quiet spell starts again"
+    assert wait.after_fetch(behind=True, starved=False, brought=False) == 2  # behind, not yet asked for
+    assert FetchWait(base_ms=500, idle_cap_ms=50).idle_cap_ms == 500  # Kafka's wait stays as configured
+
+
+def test_a_starved_wait_comes_back_to_the_configured_one_once_caught_up() -> None:
+    """Catching up after starvation is not a quiet spell: the next empty answer waits the base."""
+    wait = FetchWait(base_ms=3, cap_ms=2000, idle_cap_ms=50, idle_after_ms=100)
+    for _ in range(10):
+        wait.after_fetch(behind=True, starved=True)
+    assert wait.current_ms == 2000
+    assert wait.after_fetch(behind=False, starved=False, brought=False) == 3
+
+
 def test_only_a_partition_behind_when_asked_counts_as_starved() -> None:
     """A record that lands while the broker gathers an answer is not starvation (a live partition)."""
     tp = TopicPartition("t", 0)
@@ -75,10 +95,11 @@ def test_only_a_partition_behind_when_asked_counts_as_starved() -> None:
     fetcher = SimpleNamespace(_records={})
 
     asked_behind = _behind_when_asked(assignment, request)  # caught up as the fetch goes out
+    assert _progress(fetcher, assignment, request, asked_behind) == (False, False, False), "quiet"
     state.highwater = 11  # a record arrived during the fetch; the answer carried none
-    assert _progress(fetcher, assignment, request, asked_behind) == (True, False)
+    assert _progress(fetcher, assignment, request, asked_behind) == (True, False, False)
 
     asked_behind = _behind_when_asked(assignment, request)  # now behind as the fetch goes out
-    assert _progress(fetcher, assignment, request, asked_behind) == (True, True), "behind, answered empty"
+    assert _progress(fetcher, assignment, request, asked_behind) == (True, True, False), "answered empty"
     fetcher._records[tp] = object()
-    assert _progress(fetcher, assignment, request, asked_behind) == (True, False), "behind, got records"
+    assert _progress(fetcher, assignment, request, asked_behind) == (True, False, True), "got records"
