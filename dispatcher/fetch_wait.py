@@ -54,6 +54,7 @@ class FetchWait:
     idle_after_ms: int = IDLE_AFTER_MS
     current_ms: int = field(init=False)
     idle_ms: int = field(init=False, default=0)  # waited on empty answers since the last record
+    starving: bool = field(init=False, default=False)  # the wait is up because of starvation
 
     def __post_init__(self) -> None:
         self.cap_ms = max(self.cap_ms, self.base_ms)
@@ -65,12 +66,18 @@ class FetchWait:
         `brought`: the answer carried records."""
         if starved:
             self.idle_ms = 0
+            self.starving = True
             self.current_ms = min(self.cap_ms, max(1, self.current_ms) * 2)
-        elif behind or brought:
+        elif behind or brought:  # records came, or are there to fetch
             self.idle_ms = 0
-            if not behind:
+            # A wait raised by starvation stays while it works (records come, some still behind);
+            # one raised by a quiet spell ends with it. (A fetch that brings records always leaves
+            # its partition "behind": the answer's high watermark is above the offset asked for.)
+            if not (behind and self.starving):
+                self.starving = False
                 self.current_ms = self.base_ms
         else:  # caught up and nothing came: idle (a starved wait counts only up to the idle cap)
+            self.starving = False
             self.idle_ms += min(self.current_ms, self.idle_cap_ms)
             if self.idle_ms < self.idle_after_ms:
                 self.current_ms = self.base_ms
