@@ -2,8 +2,8 @@
 
 The worker's parts as the worker wires them (record decoding, `ActorRunner`,
 `ActorStore`, the actor's `decide`, `Deliverer` with its slot pool, body
-building and signing), fed the drain scenario's records by the same `apply`
-the consumer calls. The table is a dict (no changelog, no RocksDB) and the
+building and signing), fed the drain scenario's records through
+`apply_record`, as the consumer feeds them. The table is a dict (no changelog, no RocksDB) and the
 transport answers 200 at once (no socket), so what is measured is the CPU of
 the Python between those edges: the share of a delivery that profiling and
 code changes can cut without touching Kafka or HTTP. The suite's drain then
@@ -30,7 +30,7 @@ import orjson
 
 from dispatcher.actor_runner import ActorRunner
 from dispatcher.actor_store import ActorStore
-from dispatcher.agent import _apply
+from dispatcher.agent import apply_record
 from dispatcher.deliverer import Deliverer
 from dispatcher.domain.ids import new_id
 from dispatcher.domain.records import (
@@ -139,7 +139,7 @@ class Engine:
         return Record(REQUESTS, partition, offset, receiver_id.encode(), value, time.time())
 
     async def apply(self, record: Record) -> None:
-        await _apply(record, COMMANDS, self.runner)
+        await apply_record(record, COMMANDS, self.runner)
 
     async def _send_outcome(self, receiver_id: str, partition: int, outcome: Outcome) -> None:
         if not await self.runner.apply_outcome(receiver_id, partition, outcome):

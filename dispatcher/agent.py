@@ -28,7 +28,7 @@ def register_actor_agent(app: Any, source: Any, commands_topic: str, runner: Act
     (`direct_sources`), so the agent's stream gets none and only another app's would feed it."""
 
     async def apply(message: Any) -> None:
-        await _apply(message, commands_topic, runner)
+        await apply_record(message, commands_topic, runner)
 
     async def receiver_actor(stream: Any) -> None:
         async for event in stream.events():
@@ -41,7 +41,7 @@ def register_actor_agent(app: Any, source: Any, commands_topic: str, runner: Act
     return app.agent(source, name="receiver_actor", concurrency=1)(receiver_actor)
 
 
-async def _apply(msg: Any, commands_topic: str, runner: ActorRunner) -> None:
+async def apply_record(msg: Any, commands_topic: str, runner: ActorRunner) -> None:
     """One record (key and value raw bytes) of the requests or commands topic."""
     receiver_id = (msg.key or b"").decode("utf-8", "replace")
     try:

@@ -60,9 +60,10 @@ async def test_a_partition_of_many_batches_is_read_to_its_end(broker: EmbeddedBr
 
 def test_fetch_wait_doubles_while_starved_and_returns_once_caught_up() -> None:
     wait = FetchWait(base_ms=3, cap_ms=40)
-    assert [wait.after_fetch(behind=True, starved=True) for _ in range(5)] == [6, 12, 24, 40, 40]
-    assert wait.after_fetch(behind=True, starved=False) == 40  # records came: keep what works
-    assert wait.after_fetch(behind=False, starved=False) == 3
+    starved = [wait.after_fetch(behind=True, starved=True, brought=False) for _ in range(5)]
+    assert starved == [6, 12, 24, 40, 40]
+    assert wait.after_fetch(behind=True, starved=False, brought=True) == 40  # records came: keep what works
+    assert wait.after_fetch(behind=False, starved=False, brought=False) == 3
     assert FetchWait(base_ms=500, cap_ms=40).cap_ms == 500  # never below the configured wait
 
 
@@ -86,7 +87,7 @@ def test_a_starved_wait_comes_back_to_the_configured_one_once_caught_up() -> Non
     """Catching up after starvation is not a quiet spell: the next empty answer waits the base."""
     wait = FetchWait(base_ms=3, cap_ms=2000, idle_cap_ms=50, idle_after_ms=100)
     for _ in range(10):
-        wait.after_fetch(behind=True, starved=True)
+        wait.after_fetch(behind=True, starved=True, brought=False)
     assert wait.current_ms == 2000
     assert wait.after_fetch(behind=False, starved=False, brought=False) == 3
 
