@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from dispatcher.actor_runner import ActorRunner
 from dispatcher.actor_store import ActorStore
 from dispatcher.agent import apply_record
@@ -41,12 +39,12 @@ from dispatcher.domain.records import (
     encode_upsert_record,
 )
 from dispatcher.domain.signing import generate_secret
-from dispatcher.event_loop import new_event_loop
 from dispatcher.settings import Settings
 from dispatcher.timers import PartitionTimers
 from dispatcher.transport import Response
 
-from .suite import RESULTS, body_of, cpu_model, progress
+from .runs import RESULTS, run_on, save, worker_loop
+from .suite import body_of, cpu_model, progress
 
 REQUESTS, COMMANDS = "engine.requests", "engine.commands"
 # What nginx answers in the suite: the attempt log stores these with each attempt.
@@ -209,17 +207,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.quick:
         args.receivers, args.per_receiver, args.rounds = 20, 3, 1
-    loop = os.environ.get("DISPATCHER_EVENT_LOOP", Settings().event_loop)
-    with asyncio.Runner(loop_factory=lambda: new_event_loop(loop)) as runner:
-        rounds = runner.run(run(args))
+    loop = worker_loop()
+    rounds = run_on(loop, run(args))
     keys = ("us_per_delivery", "intake_us", "delivery_us")
     result = {"at": time.time(), "cpu": cpu_model(), "cpus": os.cpu_count(), "event_loop": loop,
               "receivers": args.receivers, "per_receiver": args.per_receiver, "rounds": rounds,
               "min": {k: min(r[k] for r in rounds) for k in keys},
               "median": {k: statistics.median(r[k] for r in rounds) for k in keys}}
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"engine-{int(result['at'])}.json"
-    path.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    path = save(result, args.out, "engine")
     low, mid = result["min"], result["median"]
     print(f"\n{os.cpu_count()} x {result['cpu']}, event loop {loop}; "
           f"{args.receivers:,} receivers x {args.per_receiver}, {args.rounds} rounds")

@@ -29,14 +29,14 @@ import orjson
 
 from dispatcher.broker import free_port
 from dispatcher.domain.addresses import AllowList, TargetPolicy
-from dispatcher.event_loop import new_event_loop
 from dispatcher.http1 import Http1Transport
 from dispatcher.settings import Settings
 from dispatcher.target_guard import TargetGuard
 from dispatcher.transport import AiohttpTransport
 
 from .nginx import NginxReceiver
-from .suite import RESULTS, body_of, cpu_model, progress
+from .runs import RESULTS, run_on, save, worker_loop
+from .suite import body_of, cpu_model, progress
 
 Post = Callable[[int, bytes, dict[str, str]], Awaitable[int]]
 
@@ -187,18 +187,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.quick:
         args.posts, args.paths, args.rounds = 200, 20, 1
-    loop = os.environ.get("DISPATCHER_EVENT_LOOP", Settings().event_loop)
+    loop = worker_loop()
     nginx = NginxReceiver(Path(tempfile.mkdtemp(prefix="bench-http-")) / "nginx", free_port()).start()
     try:
-        with asyncio.Runner(loop_factory=lambda: new_event_loop(loop)) as runner:
-            medians = runner.run(run(args, nginx))
+        medians = run_on(loop, run(args, nginx))
     finally:
         nginx.stop()
     result = {"at": time.time(), "cpu": cpu_model(), "cpus": os.cpu_count(), "event_loop": loop,
               "posts": args.posts, "paths": args.paths, "rounds": args.rounds, "median": medians}
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"http-clients-{int(result['at'])}.json"
-    path.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    path = save(result, args.out, "http-clients")
     print(f"\n{os.cpu_count()} x {result['cpu']}, event loop {loop}; medians of {args.rounds} rounds")
     for name, (label, _) in CLIENTS.items():
         m = medians[name]

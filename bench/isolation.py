@@ -22,12 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from dispatcher.broker import EmbeddedBroker, free_port
 from tests.harness import Api, Delivery, Receiver, WorkerProcess, new_app_id, wait_until
 
-RESULTS = Path(__file__).parent / "results"
+from .runs import RESULTS, save
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -146,9 +144,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         quick = {"fast": 5, "bad": 1, "rate": 40, "seconds": 1.0, "slow_s": 1.5, "timeout": 2, "settle": 1}
         vars(args).update(quick)
     result = asyncio.run(run(args))
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"isolation-{int(result['at'])}.json"
-    path.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2, default=str))
+    path = save(result, args.out, "isolation", default=str)
     print(f"\n{'fast receivers':<28}{'n':>7}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}{'max ms':>10}")
     for label, key in (("alone", "fast_alone"), ("with bad receivers", "fast_with_bad")):
         f = result[key]

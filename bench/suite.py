@@ -43,15 +43,13 @@ from aiokafka import AIOKafkaProducer
 from dispatcher.broker import EmbeddedBroker, free_port
 from dispatcher.domain.ids import new_id
 from dispatcher.domain.records import Message, ReceiverConfig, encode_message_record, encode_upsert_record
-from dispatcher.event_loop import new_event_loop
 from dispatcher.partitioning import partitioner
-from dispatcher.settings import Settings
 from tests.harness import Api, WorkerProcess, new_app_id
 
 from .isolation import percentiles
 from .nginx import Hit, NginxReceiver
+from .runs import RESULTS, run_on, save, worker_loop
 
-RESULTS = Path(__file__).parent / "results"
 SCENARIOS = ("ceiling", "drain", "latency", "ingest", "memory", "recovery")
 TICKS = os.sysconf("SC_CLK_TCK")
 PARTITIONS = 8  # the worker's default
@@ -556,13 +554,6 @@ def cpu_model() -> str:
     return "unknown"
 
 
-def save(result: dict[str, Any], out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"suite-{int(result['at'])}.json"
-    path.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
-    return path
-
-
 def print_table(result: dict[str, Any]) -> None:
     rows: list[tuple[str, str, str]] = []
     if "ceiling" in result:
@@ -631,9 +622,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.workers < 1:
         parser.error("--workers: at least 1")
     # The bench (and so the ceiling's client) runs on the event loop the worker is given.
-    loop = os.environ.get("DISPATCHER_EVENT_LOOP", Settings().event_loop)
-    with asyncio.Runner(loop_factory=lambda: new_event_loop(loop)) as runner:
-        result = runner.run(run(args))
+    result = run_on(worker_loop(), run(args))
     path = save(result, args.out)
     print_table(result)
     print(f"\nsaved {path}")
