@@ -6,13 +6,16 @@ sequence). Scenarios, in order:
 
 1. ceiling   bare aiohttp POSTing the same bodies to the same receiver paths, one
              request in flight per receiver path (the order an ordered receiver needs)
-2. drain     N messages of 1 KiB to R ordered receivers, produced to the requests
+2. floor     the stack without the engine: a bare aiokafka consumer reading the drain's
+             records and POSTing each with the worker's HTTP client, one in flight per
+             receiver, nothing stored (`floor.py`)
+3. drain     N messages of 1 KiB to R ordered receivers, produced to the requests
              topic while no worker runs; first to last delivery, worker CPU, order
-3. latency   paced messages through `POST /v1/messages`; receiver arrival - API answer
-4. ingest    messages accepted per second through `POST /v1/messages/batch`
-5. memory    worker RSS with 0, and then more, registered idle receivers, and with
+4. latency   paced messages through `POST /v1/messages`; receiver arrival - API answer
+5. ingest    messages accepted per second through `POST /v1/messages/batch`
+6. memory    worker RSS with 0, and then more, registered idle receivers, and with
              one (paused) receiver holding a backlog
-6. recovery  kill -9 the worker holding the registered receivers, start another:
+7. recovery  kill -9 the worker holding the registered receivers, start another:
              seconds to the first delivery and to every partition recovered
 
 Figures are printed, never asserted; the JSON of every run goes to bench/results/.
@@ -46,11 +49,12 @@ from dispatcher.domain.records import Message, ReceiverConfig, encode_message_re
 from dispatcher.partitioning import partitioner
 from tests.harness import Api, WorkerProcess, new_app_id
 
+from .floor import FETCH_MAX_WAIT_MS, consume_and_post, create_topic
 from .isolation import percentiles
 from .nginx import Hit, NginxReceiver
 from .runs import RESULTS, run_on, save, worker_loop
 
-SCENARIOS = ("ceiling", "drain", "latency", "ingest", "memory", "recovery")
+SCENARIOS = ("ceiling", "floor", "drain", "latency", "ingest", "memory", "recovery")
 TICKS = os.sysconf("SC_CLK_TCK")
 PARTITIONS = 8  # the worker's default
 HEAP_TRIM = 2.0  # seconds between heap trims of the memory scenario's worker
@@ -262,6 +266,40 @@ async def ceiling(bench: Bench) -> dict[str, Any]:
             "client_cpu_s_per_1000": spread([x["cpu_s_per_1000"] for x in runs], 3)}
 
 
+async def floor(bench: Bench, result: dict[str, Any]) -> dict[str, Any]:
+    """The drain's records through a bare aiokafka consumer that POSTs each: no engine, no state."""
+    n, r = bench.sizes["messages"], bench.sizes["receivers"]
+    servers = bench.broker.url.removeprefix("kafka://")
+    runs = []
+    for repeat in range(bench.sizes["repeats"]):
+        app_id = new_app_id()
+        await create_topic(servers, f"{app_id}.requests", PARTITIONS)
+        ids = [f"rcv_b{i:08d}" for i in range(r)]
+        prefix = f"floor{repeat}_"
+        counts = await bench.produce_messages(app_id, ids, n // r, body_of(bench.sizes["body_bytes"]))
+        total = sum(counts.values())
+        first_hit = len(bench.nginx.read())
+        urls = {rid.encode(): bench.nginx.url(f"{prefix}{i}") for i, rid in enumerate(ids)}
+        cpu = await consume_and_post(servers, f"{app_id}.requests", urls, total)
+        await asyncio.sleep(0.2)  # the access log flushes every 50 ms
+        hits = [h for h in bench.nginx.read()[first_hit:] if h.path.startswith(prefix)]
+        firsts = {h.msg_id: h.at for h in hits}
+        span = max(firsts.values()) - min(firsts.values())
+        expected = {f"{prefix}{i}": c for i, c in enumerate(counts.values())}
+        runs.append({"per_s": len(firsts) / max(span, 1e-3), "seconds": round(span, 3),
+                     "cpu_s_per_1000": cpu / total * 1000, **order_report(hits, expected)})
+        progress(f"  floor run {repeat + 1}: {runs[-1]['per_s']:,.0f}/s, "
+                 f"{runs[-1]['cpu_s_per_1000']:.3f} CPU s/1000, lost {runs[-1]['lost']}")
+    out = {"messages": n // r * r, "receivers": r, "fetch_max_wait_ms": FETCH_MAX_WAIT_MS,
+           "per_s": spread([x["per_s"] for x in runs], 0),
+           "cpu_s_per_1000": spread([x["cpu_s_per_1000"] for x in runs], 3),
+           "lost": sum(x["lost"] for x in runs), "out_of_order": sum(x["out_of_order"] for x in runs),
+           "runs": runs}
+    if "ceiling" in result:
+        out["ratio_to_ceiling"] = round(out["per_s"]["median"] / result["ceiling"]["per_s"]["median"], 3)
+    return out
+
+
 async def drain_once(bench: Bench, repeat: int) -> tuple[dict[str, Any], WorkerProcess, list[str], str]:
     """One drain run: register, stop the worker, produce the backlog, start a worker, time the drain."""
     n, r = bench.sizes["messages"], bench.sizes["receivers"]
@@ -323,6 +361,9 @@ async def drain(bench: Bench, result: dict[str, Any]) -> dict[str, Any]:
            "duplicates": sum(x["duplicates"] for x in runs), "runs": runs}
     if "ceiling" in result:
         out["ratio_to_ceiling"] = round(out["per_s"]["median"] / result["ceiling"]["per_s"]["median"], 3)
+    if "floor" in result:  # what the engine and its durable state add to the stack's own cost
+        out["cpu_above_floor_s_per_1000"] = round(
+            out["cpu_s_per_1000"]["median"] - result["floor"]["cpu_s_per_1000"]["median"], 3)
     return out
 
 
@@ -535,8 +576,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for name in chosen:
             progress(f"{name} ...")
             t0 = time.monotonic()
-            if name == "drain":
-                result[name] = await drain(bench, result)
+            if name in ("floor", "drain"):
+                result[name] = await globals()[name](bench, result)
             else:
                 result[name] = await globals()[name](bench)
             result[name]["scenario_s"] = round(time.monotonic() - t0, 1)
@@ -561,14 +602,22 @@ def print_table(result: dict[str, Any]) -> None:
         rows.append(("ceiling: bare aiohttp -> nginx", f"{c['per_s']['median']:,.0f}/s",
                      f"min {c['per_s']['min']:,.0f} max {c['per_s']['max']:,.0f}; "
                      f"client CPU {c['client_cpu_s_per_1000']['median']} s/1000"))
+    if "floor" in result:
+        f = result["floor"]
+        rows.append(("floor: aiokafka consumer -> POST", f"{f['per_s']['median']:,.0f}/s",
+                     f"min {f['per_s']['min']:,.0f} max {f['per_s']['max']:,.0f}; "
+                     f"{f.get('ratio_to_ceiling', '-')} x ceiling; "
+                     f"CPU {f['cpu_s_per_1000']['median']} s/1000; lost {f['lost']}"))
     if "drain" in result:
         d = result["drain"]
         label = "backlog drain" + (f" ({d['workers']} workers)" if d.get("workers", 1) > 1 else "")
         rows.append((label, f"{d['per_s']['median']:,.0f}/s",
                      f"min {d['per_s']['min']:,.0f} max {d['per_s']['max']:,.0f}; "
                      f"{d.get('ratio_to_ceiling', '-')} x ceiling"))
+        above = d.get("cpu_above_floor_s_per_1000")
         rows.append(("  worker CPU per 1,000", f"{d['cpu_s_per_1000']['median']} s",
-                     f"min {d['cpu_s_per_1000']['min']} max {d['cpu_s_per_1000']['max']}"))
+                     f"min {d['cpu_s_per_1000']['min']} max {d['cpu_s_per_1000']['max']}"
+                     + ("" if above is None else f"; {above} s above the floor")))
         rows.append(("  lost / out of order / dup", f"{d['lost']} / {d['out_of_order']} / {d['duplicates']}",
                      f"{d['messages']:,} messages to {d['receivers']:,} receivers x {len(d['runs'])}"))
     if "latency" in result:
