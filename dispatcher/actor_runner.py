@@ -136,7 +136,7 @@ class ActorRunner:
                 assert state is not None
                 self.store.save(state)
             case actor.DeleteBacklog(seq):
-                self.store.delete_backlog(receiver_id, seq, self.clock() if self.policy.retain else 0.0)
+                self.store.settle(receiver_id, seq, self.clock() if self.policy.retain else 0.0)
             case actor.Deliver(seq, attempt, count, lane, parallel):
                 assert state is not None
                 await self.deliverer.start(

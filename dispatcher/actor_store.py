@@ -118,26 +118,36 @@ class ActorStore:
         entry = self.get_backlog(receiver_id, seq)
         return None if entry is None else float(entry["accepted_at"])
 
-    def delete_backlog(self, receiver_id: str, seq: int, settled_at: float = 0.0) -> None:
-        """Take a settled message out of the backlog; with `settled_at`, keep it for catch-up reads."""
-        key = keys.backlog_key(receiver_id, seq)
+    def settle(self, receiver_id: str, seq: int, settled_at: float = 0.0) -> None:
+        """A message got its 2xx or was dead-lettered: it leaves the backlog.
+
+        With `settled_at` its entry stays where it is, readable for catch-up,
+        and a small mark (`r:`, the settle time) says it is settled: one short
+        record instead of a copy of the message and a delete.
+        """
         if settled_at:
-            raw = self._get(receiver_id, key)
-            if raw is not None:  # the stored bytes as they are: no decode, no copy of the payload's objects
-                kept = b'{"settled_at":%s,"entry":%s}' % (orjson.dumps(settled_at), raw)
-                self._put(receiver_id, keys.numbered_key(keys.RETAINED, receiver_id, seq), kept)
-        self._delete(receiver_id, key)
+            mark = keys.numbered_key(keys.RETAINED, receiver_id, seq)
+            self._put(receiver_id, mark, orjson.dumps(settled_at))
+        else:
+            self._delete(receiver_id, keys.backlog_key(receiver_id, seq))
+
+    def pending(self, receiver_id: str, seq: int) -> bool:
+        """Is message `seq` in the backlog (stored and not settled)?"""
+        return (self._get(receiver_id, keys.backlog_key(receiver_id, seq)) is not None
+                and self._get(receiver_id, keys.numbered_key(keys.RETAINED, receiver_id, seq)) is None)
 
     def sweep_retained(self, receiver_id: str, partition: int, now: float, retain: float,
                        limit: int = 1000) -> float:
         """Delete kept messages older than `retain`, lowest seq first; return the next expiry (0: none)."""
         entries = list(self._scan(partition, keys.prefix(keys.RETAINED, receiver_id), limit + 1))
         for swept, (key, raw) in enumerate(entries):
-            expires = float(orjson.loads(raw)["settled_at"]) + retain
-            if expires > now:
-                return expires
+            settled_at, _ = _retained(raw)
+            if settled_at + retain > now:
+                return settled_at + retain
             if swept == limit:
                 return now  # more to do: come back at once
+            if not raw.startswith(b"{"):  # a mark: its message is in the backlog's keys
+                self._delete(receiver_id, keys.backlog_key(receiver_id, keys.number_of(key)))
             self._delete(receiver_id, key)
         return 0.0
 
@@ -146,12 +156,24 @@ class ActorStore:
     ) -> list[tuple[dict[str, Any], float | None]]:
         """Kept (settled, with when) and buffered (None) messages above `after_seq`, in seq order."""
         found: list[tuple[int, dict[str, Any], float | None]] = []
-        for kind in (keys.RETAINED, keys.BACKLOG):
-            start = keys.numbered_key(kind, receiver_id, after_seq + 1)
-            for key, raw in self._scan(partition, keys.prefix(kind, receiver_id), limit, start):
-                value = orjson.loads(raw)
-                entry, at = (value["entry"], value["settled_at"]) if kind == keys.RETAINED else (value, None)
-                found.append((keys.number_of(key), entry, at))
+        start = keys.numbered_key(keys.BACKLOG, receiver_id, after_seq + 1)
+        for key, raw in self._scan(partition, keys.prefix(keys.BACKLOG, receiver_id), limit, start):
+            seq = keys.number_of(key)
+            mark = self._get(receiver_id, keys.numbered_key(keys.RETAINED, receiver_id, seq))
+            found.append((seq, orjson.loads(raw), None if mark is None else _retained(mark)[0]))
+        # Copies kept by a version that moved a settled message out of the backlog (its marks are
+        # read above). Past a full page of the backlog's, or `limit` copies, none can make the page.
+        full, last = len(found) == limit, found[-1][0] if found else after_seq
+        copies = 0
+        start = keys.numbered_key(keys.RETAINED, receiver_id, after_seq + 1)
+        for key, raw in self._scan(partition, keys.prefix(keys.RETAINED, receiver_id), start=start):
+            seq = keys.number_of(key)
+            if (full and seq > last) or copies == limit:
+                break
+            if raw.startswith(b"{"):
+                settled_at, entry = _retained(raw)
+                found.append((seq, entry or {}, settled_at))
+                copies += 1
         found.sort(key=lambda item: item[0])
         return [(entry, at) for _, entry, at in found[:limit]]
 
@@ -178,6 +200,10 @@ class ActorStore:
             self._states.pop(receiver_id, None)
         for kind in kinds:
             doomed += [key for key, _ in self._scan(partition, keys.prefix(kind, receiver_id))]
+        if keys.RETAINED in kinds and keys.BACKLOG not in kinds:  # a kept message goes with its mark
+            marks = self._scan(partition, keys.prefix(keys.RETAINED, receiver_id))
+            doomed += [keys.backlog_key(receiver_id, keys.number_of(key))
+                       for key, raw in marks if not raw.startswith(b"{")]
         for key in doomed:  # collected first: no deletes while RocksDB iterates
             if self._io.get(partition, key) is not None:
                 self._io.delete(partition, key)
@@ -273,3 +299,11 @@ class ActorStore:
             if limit is not None and count >= limit:
                 return
             yield key, value
+
+
+def _retained(raw: bytes) -> tuple[float, dict[str, Any] | None]:
+    """A retained mark's settle time; an older version's copy (an object) also carries its message."""
+    value = orjson.loads(raw)
+    if isinstance(value, dict):
+        return float(value["settled_at"]), value["entry"]
+    return float(value), None

@@ -211,7 +211,7 @@ async def message_status(request: web.Request) -> web.Response:
         why = "not known (never accepted, or older than the dedup window)"
         raise InvalidInput("message_id", why, code="not_found", status=404)
     body: dict[str, Any] = {"id": msg_id, "receiver_id": rid, "seq": seq}
-    if dispatcher.store.get_backlog(rid, seq) is not None:
+    if dispatcher.store.pending(rid, seq):
         window = {slot.seq: slot for slot in state.window}
         attempts = window[seq].attempts if seq in window else (state.attempts if seq == state.head else 0)
         return _json({**body, "status": "pending", "attempts": attempts})

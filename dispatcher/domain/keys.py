@@ -8,12 +8,12 @@ each receiver's entries sorted in RocksDB.
 from __future__ import annotations
 
 STATE = b"s:"
-BACKLOG = b"b:"  # b:<rid>:<seq>        a buffered message
+BACKLOG = b"b:"  # b:<rid>:<seq>        a message: buffered, or settled and kept (an r: mark)
 DEDUP = b"d:"  # d:<rid>:<msg id>      the seq a message id got, and when that expires
 DEDUP_ORDER = b"i:"  # i:<rid>:<seq>    the msg id of that seq's dedup entry (expiry order)
 DEAD = b"x:"  # x:<rid>:<seq>          a dead letter, with its message, for listing and replay
 ATTEMPT = b"a:"  # a:<rid>:<number>    one entry of the attempt log
-RETAINED = b"r:"  # r:<rid>:<seq>      a settled message, kept a while for catch-up reads
+RETAINED = b"r:"  # r:<rid>:<seq>      settle time of a message kept in b: a while for catch-up reads
 
 
 def state_key(receiver_id: str) -> bytes:

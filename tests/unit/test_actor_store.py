@@ -12,7 +12,7 @@ import orjson
 import pytest
 from rocksdict import Rdict
 
-from dispatcher.actor_store import ActorStore
+from dispatcher.actor_store import HISTORY, ActorStore
 from dispatcher.domain import keys
 from dispatcher.domain.actor import ReceiverState
 from dispatcher.domain.records import ReceiverConfig
@@ -115,3 +115,71 @@ def test_timer_rebuild_reads_each_newest_state_without_filling_the_hot_cache(sto
     store.save(newer)
     assert store.peek("r2") is newer, "the newest state, as the stream wrote it"
     assert store.peek("nobody") is None
+
+
+def entry(seq: int) -> bytes:
+    return orjson.dumps({"id": f"m{seq}", "seq": seq, "data": {"n": seq}, "accepted_at": 1.0})
+
+
+def listed(store: ActorStore, after: int = 0, limit: int = 100) -> list[tuple[int, float | None]]:
+    return [(e["seq"], at) for e, at in store.messages_after("r1", 0, after, limit)]
+
+
+def test_a_settled_message_stays_in_place_marked_until_its_retention_ends(store: ActorStore) -> None:
+    for seq in (1, 2, 3):
+        store.put_backlog("r1", seq, entry(seq))
+    store.put_backlog("r10", 1, entry(1))  # a prefix-sharing receiver id
+    store.settle("r1", 1, settled_at=100.0)
+    store.settle("r1", 2, settled_at=105.0)
+    assert listed(store) == [(1, 100.0), (2, 105.0), (3, None)]
+    assert [store.pending("r1", seq) for seq in (1, 2, 3, 4)] == [False, False, True, False]
+    assert store.get_backlog("r1", 1) == orjson.loads(entry(1)), "kept as stored: no copy, no re-encoding"
+    assert store.sweep_retained("r1", 0, now=111.0, retain=10.0) == 115.0  # seq 1 goes, seq 2 next
+    assert listed(store) == [(2, 105.0), (3, None)]
+    assert store.get_backlog("r1", 1) is None and list(store._scan(0, keys.prefix(keys.RETAINED, "r1"))) == [
+        (keys.numbered_key(keys.RETAINED, "r1", 2), b"105.0")]
+    assert store.sweep_retained("r1", 0, now=1000.0, retain=10.0) == 0.0
+    assert listed(store) == [(3, None)] and store.pending("r1", 3)
+    assert store.pending("r10", 1), "another receiver's entries are untouched"
+
+
+def test_without_retention_a_settled_message_is_deleted(store: ActorStore) -> None:
+    store.put_backlog("r1", 1, entry(1))
+    store.settle("r1", 1)
+    assert store.get_backlog("r1", 1) is None and listed(store) == []
+    assert list(store._scan(0, keys.prefix(keys.RETAINED, "r1"))) == []
+
+
+def test_catch_up_pages_through_kept_and_buffered_messages_in_seq_order(store: ActorStore) -> None:
+    for seq in range(1, 8):
+        store.put_backlog("r1", seq, entry(seq))
+    for seq in range(1, 5):
+        store.settle("r1", seq, settled_at=float(seq))
+    assert listed(store, limit=3) == [(1, 1.0), (2, 2.0), (3, 3.0)]
+    assert listed(store, after=3, limit=3) == [(4, 4.0), (5, None), (6, None)]
+    assert listed(store, after=6, limit=3) == [(7, None)]
+
+
+def test_forgetting_history_takes_the_kept_messages_and_leaves_the_buffered(store: ActorStore) -> None:
+    for seq in (1, 2, 3):
+        store.put_backlog("r1", seq, entry(seq))
+    store.settle("r1", 1, settled_at=100.0)
+    store.settle("r1", 2, settled_at=100.0)
+    store.forget("r1", 0, HISTORY)
+    assert listed(store) == [(3, None)]
+    assert [store.get_backlog("r1", seq) is None for seq in (1, 2, 3)] == [True, True, False]
+
+
+def test_copies_kept_by_the_previous_layout_are_listed_and_swept(store: ActorStore) -> None:
+    """Before marks, a settled message was moved to r: wrapped with its settle time."""
+    for seq in (1, 2):
+        copy = b'{"settled_at":%s,"entry":%s}' % (orjson.dumps(50.0 + seq), entry(seq))
+        store._put("r1", keys.numbered_key(keys.RETAINED, "r1", seq), copy)
+    store.put_backlog("r1", 3, entry(3))
+    store.settle("r1", 3, settled_at=60.0)
+    store.put_backlog("r1", 4, entry(4))
+    assert listed(store) == [(1, 51.0), (2, 52.0), (3, 60.0), (4, None)]
+    assert listed(store, limit=2) == [(1, 51.0), (2, 52.0)]
+    assert store.sweep_retained("r1", 0, now=100.0, retain=10.0) == 0.0
+    assert listed(store) == [(4, None)]
+    assert len(list(store._scan(0, keys.prefix(keys.BACKLOG, "r1")))) == 1
