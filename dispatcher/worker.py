@@ -11,6 +11,7 @@ from typing import Any
 import faust
 from yarl import URL
 
+from . import collector
 from .actor_runner import ActorRunner
 from .actor_store import ActorStore
 from .agent import register_actor_agent
@@ -106,6 +107,7 @@ class Dispatcher:
         app.on_partitions_revoked.connect(self.ownership.on_revoked)
         app.task(self._run_timers)
         app.task(self._trim_heap)
+        app.task(self._settle_collector)
         app.on_before_shutdown.connect(self._on_shutdown)
         setup_web(app.web.web_app, self)
 
@@ -215,6 +217,9 @@ class Dispatcher:
     async def _trim_heap(self) -> None:
         await trim_periodically(self.settings.heap_trim_interval)
 
+    async def _settle_collector(self) -> None:
+        collector.settle()  # the app is built and started: what exists now stays
+
     async def _on_shutdown(self, sender: Any = None, **_: Any) -> None:
         await self.deliverer.close()
 
@@ -225,6 +230,7 @@ class Dispatcher:
             "delivery": {**self.deliverer.stats(), "slow_lane_queued": len(self.slow_lane)},
             "subscriptions": {"receivers": len(self.feed.index), "caught_up": self.feed.caught_up.is_set()},
             "timers": len(self.timers),
+            "collector": collector.stats(),
         }
 
 

@@ -11,7 +11,7 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from dispatcher.broker import EmbeddedBroker
-from tests.harness import Api, Receiver, WorkerProcess, wait_until
+from tests.harness import Api, Receiver, WorkerProcess, wait_until, wait_until_read
 
 pytestmark = pytest.mark.integration
 
@@ -186,3 +186,13 @@ async def _read_topic(bootstrap: str, topic: str, at_least: int) -> list[dict]:
     finally:
         await consumer.stop()
     return records
+
+
+
+async def test_the_started_worker_keeps_its_app_out_of_the_collectors_sight(worker: WorkerProcess) -> None:
+    """Start-up's objects are frozen (a full collection does not walk them) and collections are spaced."""
+    await wait_until_read(worker.readyz, lambda r: r["collector"]["frozen"] > 0, 30, "the collector settled")
+    collector = (await worker.readyz())["collector"]
+    assert collector["frozen"] > 10_000, collector  # Faust, aiokafka and the modules
+    assert collector["threshold"] == [7000, 20, 20]
+    assert [set(g) for g in collector["generations"]] == [{"collections", "collected"}] * 3
