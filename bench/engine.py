@@ -53,19 +53,30 @@ ANSWER = Response(200, {"Server": "nginx", "Date": "Mon, 23 Nov 2026 18:00:00 GM
 
 
 class DictTable:
-    """The store's TableIO over one dict (every partition in it: keys carry the receiver id)."""
+    """The store's TableIO over one dict (every partition in it: keys carry the receiver id).
+
+    It counts what the store writes: each put or delete is a changelog record
+    (before the writer drops those a later write to the same key replaces).
+    """
 
     def __init__(self) -> None:
         self.entries: dict[bytes, bytes] = {}
+        self.puts = 0
+        self.deletes = 0
+        self.bytes = 0  # keys and values of every put and delete
 
     def get(self, partition: int, key: bytes) -> bytes | None:
         return self.entries.get(key)
 
     def put(self, partition: int, key: bytes, value: bytes) -> None:
         self.entries[key] = value
+        self.puts += 1
+        self.bytes += len(key) + len(value)
 
     def delete(self, partition: int, key: bytes) -> None:
         self.entries.pop(key, None)
+        self.deletes += 1
+        self.bytes += len(key)
 
     def items(
         self, partition: int, prefix: bytes, start: bytes | None = None
@@ -120,7 +131,8 @@ class Engine:
         self.outcomes = 0
         self.expected = 0
         self.all_applied = asyncio.Event()  # every expected outcome applied
-        store = ActorStore(DictTable(), self.partition_of, settings.attempt_log)
+        self.table = DictTable()
+        store = ActorStore(self.table, self.partition_of, settings.attempt_log)
         self.deliverer = Deliverer(self.transport, self._send_outcome, settings.slot_pool(),
                                    store.backlog_run, self._lost)
         self.runner = ActorRunner(store, self.deliverer, PartitionTimers(self._fire), self._dead_letter,
@@ -169,6 +181,8 @@ async def one_round(receivers: int, per_receiver: int) -> dict[str, float]:
                for _ in range(per_receiver) for rid in ids]
     total = len(records)
     engine.expected = total
+    table = engine.table
+    writes_before = (table.puts, table.deletes, table.bytes)
     started = time.process_time()
     for record in records:  # the fetcher applies a batch's records back to back
         await engine.apply(record)
@@ -177,10 +191,15 @@ async def one_round(receivers: int, per_receiver: int) -> dict[str, float]:
     finished = time.process_time()
     if engine.deliverer.in_flight:
         raise AssertionError(f"{engine.deliverer.in_flight} attempts still in flight")
+    puts, deletes, written = (now - before for now, before in
+                              zip((table.puts, table.deletes, table.bytes), writes_before, strict=True))
     return {
         "messages": total,
         "delivered": engine.transport.posts,
         "out_of_order": engine.transport.out_of_order,
+        "table_puts": puts / total,
+        "table_deletes": deletes / total,
+        "table_bytes": written / total,
         "us_per_delivery": (finished - started) / total * 1e6,
         "intake_us": (taken_in - started) / total * 1e6,
         "delivery_us": (finished - taken_in) / total * 1e6,
@@ -209,7 +228,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.receivers, args.per_receiver, args.rounds = 20, 3, 1
     loop = worker_loop()
     rounds = run_on(loop, run(args))
-    keys = ("us_per_delivery", "intake_us", "delivery_us")
+    keys = ("us_per_delivery", "intake_us", "delivery_us", "table_puts", "table_deletes", "table_bytes")
     result = {"at": time.time(), "cpu": cpu_model(), "cpus": os.cpu_count(), "event_loop": loop,
               "receivers": args.receivers, "per_receiver": args.per_receiver, "rounds": rounds,
               "min": {k: min(r[k] for r in rounds) for k in keys},
@@ -221,6 +240,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"engine CPU per delivery   min {low['us_per_delivery']:.1f} us, "
           f"median {mid['us_per_delivery']:.1f} us  (intake {mid['intake_us']:.1f}, "
           f"delivery and outcome {mid['delivery_us']:.1f})")
+    print(f"table writes per delivery {mid['table_puts']:.2f} puts, {mid['table_deletes']:.2f} deletes, "
+          f"{mid['table_bytes']:,.0f} bytes (changelog records before coalescing)")
     print(f"\nsaved {path}")
     return result
 

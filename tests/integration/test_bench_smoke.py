@@ -58,3 +58,5 @@ async def test_the_engine_bench_delivers_every_message_in_order(tmp_path: Path) 
     [one] = result["rounds"]
     assert one["messages"] == result["receivers"] * result["per_receiver"] > 0
     assert (one["delivered"], one["out_of_order"]) == (one["messages"], 0)
+    # every message is stored (its 1 KiB payload at least once) with its dedup entry and a state
+    assert one["table_puts"] >= 3 and one["table_bytes"] > 1024
