@@ -1,15 +1,17 @@
 """Python's cyclic garbage collector, set for a worker that allocates on every delivery.
 
-A delivery makes a few dozen short-lived container objects (a task, futures,
+Every delivery allocates short-lived container objects (a task, futures,
 dicts, records). With the default threshold (a young collection every 700 net
-allocations) a drain of 20,000 deliveries ran about 930 young, 85 middle and 9
-full collections, each full one walking the ~85,000 objects of the started app
-(Faust, aiokafka, the modules) that never become garbage: 0.58 to 0.85 s of
-the drain worker's CPU (`gc.callbacks` timing, machine A). Once started, the
-worker moves those objects out of the collector's sight (`gc.freeze`) and
-collects the young generation every `YOUNG` allocations: 0.25 and 0.37 s
-for the same drain. Cycles are still collected; the young generation holds
-more of them a little longer (a few MB at most).
+allocations) the drain worker of a 20,000-delivery drain ran about 930 young,
+85 middle and 9 full collections, each full one walking the ~82,000 objects of
+the started app (Faust, aiokafka, the modules) that never become garbage: 0.70
+to 0.89 s of its CPU (`gc.callbacks` timing, machine A, four runs). Once
+started, the worker moves those objects out of the collector's sight
+(`gc.freeze`) and collects the young generation every `YOUNG` allocations:
+0.31 to 0.39 s for the same drain. Cycles are still collected; the young
+generation holds more of them a little longer (a few MB at most), and a frozen
+object that later becomes part of a garbage cycle stays (a bounded, one-time
+set: what existed at start).
 """
 
 from __future__ import annotations

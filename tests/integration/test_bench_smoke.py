@@ -25,6 +25,10 @@ async def test_the_suite_runs_every_scenario_and_loses_nothing(tmp_path: Path) -
     drain = result["drain"]
     assert (drain["lost"], drain["out_of_order"]) == (0, 0)
     assert drain["runs"][0]["delivered"] == drain["messages"]
+    floor = result["floor"]  # the same records POSTed by a bare consumer: each once, in order
+    assert (floor["lost"], floor["out_of_order"], floor["runs"][0]["delivered"]) == (0, 0, floor["messages"])
+    assert drain["cpu_above_floor_s_per_1000"] == round(
+        drain["cpu_s_per_1000"]["median"] - floor["cpu_s_per_1000"]["median"], 3)
     assert result["latency"]["delivered"] == result["latency"]["sent"]
     assert result["memory"]["backlog"]["taken_in"]
     # Recovery reports what it saw within its bound (the first delivery after kill -9 has been
