@@ -44,12 +44,13 @@ class _Sender:
         self.queue: deque[bytes] = deque()
         self.seq = 0
         self.running = False
+        self.task: asyncio.Task[None] | None = None  # held: the loop keeps only a weak reference
 
     def add(self, value: bytes) -> None:
         self.queue.append(value)
         if not self.running:
             self.running = True
-            asyncio.get_running_loop().create_task(self._send_all())
+            self.task = asyncio.get_running_loop().create_task(self._send_all())
 
     async def _send_all(self) -> None:
         try:
