@@ -112,6 +112,32 @@ def order_report(hits: list[Hit], expected: dict[str, int]) -> dict[str, int]:
             "duplicates": duplicates, "out_of_order": out_of_order}
 
 
+def arrivals(hits: list[Hit], prefix: str, counts: dict[str, int], cpu_s: float) -> dict[str, Any]:
+    """One run's figures from nginx's log: each message's first arrival, first to last, with the
+    CPU per 1,000 of them and loss, duplicates and order (`counts`: messages per receiver, in the
+    order of the paths `<prefix><n>`)."""
+    firsts: dict[str, float] = {}
+    for h in hits:
+        firsts.setdefault(h.msg_id, h.at)
+    span = max(firsts.values()) - min(firsts.values())
+    expected = {f"{prefix}{i}": c for i, c in enumerate(counts.values())}
+    return {"per_s": len(firsts) / max(span, 1e-3), "seconds": round(span, 3),
+            "cpu_s_per_1000": cpu_s / max(len(firsts), 1) * 1000, **order_report(hits, expected)}
+
+
+def repeated(bench: Bench, runs: list[dict[str, Any]], result: dict[str, Any]) -> dict[str, Any]:
+    """The figures of a scenario's runs over the drain's records, with its ratio to the ceiling."""
+    n, r = bench.sizes["messages"], bench.sizes["receivers"]
+    out = {"messages": n // r * r, "receivers": r,
+           "per_s": spread([x["per_s"] for x in runs], 0),
+           "cpu_s_per_1000": spread([x["cpu_s_per_1000"] for x in runs], 3),
+           "lost": sum(x["lost"] for x in runs), "out_of_order": sum(x["out_of_order"] for x in runs),
+           "duplicates": sum(x["duplicates"] for x in runs), "runs": runs}
+    if "ceiling" in result:
+        out["ratio_to_ceiling"] = round(out["per_s"]["median"] / result["ceiling"]["per_s"]["median"], 3)
+    return out
+
+
 async def wait_for(check: Callable[[], bool], limit: float, what: str, step: float = 0.02) -> bool:
     """Poll until `check()`; bounded by `limit` seconds. False (and a line) on time-out."""
     deadline = time.monotonic() + limit
@@ -283,21 +309,10 @@ async def floor(bench: Bench, result: dict[str, Any]) -> dict[str, Any]:
         cpu = await consume_and_post(servers, f"{app_id}.requests", urls, total)
         await asyncio.sleep(0.2)  # the access log flushes every 50 ms
         hits = [h for h in bench.nginx.read()[first_hit:] if h.path.startswith(prefix)]
-        firsts = {h.msg_id: h.at for h in hits}
-        span = max(firsts.values()) - min(firsts.values())
-        expected = {f"{prefix}{i}": c for i, c in enumerate(counts.values())}
-        runs.append({"per_s": len(firsts) / max(span, 1e-3), "seconds": round(span, 3),
-                     "cpu_s_per_1000": cpu / total * 1000, **order_report(hits, expected)})
+        runs.append(arrivals(hits, prefix, counts, cpu))
         progress(f"  floor run {repeat + 1}: {runs[-1]['per_s']:,.0f}/s, "
                  f"{runs[-1]['cpu_s_per_1000']:.3f} CPU s/1000, lost {runs[-1]['lost']}")
-    out = {"messages": n // r * r, "receivers": r, "fetch_max_wait_ms": FETCH_MAX_WAIT_MS,
-           "per_s": spread([x["per_s"] for x in runs], 0),
-           "cpu_s_per_1000": spread([x["cpu_s_per_1000"] for x in runs], 3),
-           "lost": sum(x["lost"] for x in runs), "out_of_order": sum(x["out_of_order"] for x in runs),
-           "runs": runs}
-    if "ceiling" in result:
-        out["ratio_to_ceiling"] = round(out["per_s"]["median"] / result["ceiling"]["per_s"]["median"], 3)
-    return out
+    return {**repeated(bench, runs, result), "fetch_max_wait_ms": FETCH_MAX_WAIT_MS}
 
 
 async def drain_once(bench: Bench, repeat: int) -> tuple[dict[str, Any], WorkerProcess, list[str], str]:
@@ -328,15 +343,7 @@ async def drain_once(bench: Bench, repeat: int) -> tuple[dict[str, Any], WorkerP
     await wait_for(lambda: len({h.msg_id for h in mine()}) >= total, 600, "the drain")
     cpu_last = sum(cpu_seconds(pid) for pid in pids)
     await asyncio.sleep(0.2)  # the access log flushes every 50 ms
-    hits = mine()
-    firsts: dict[str, Hit] = {}
-    for h in hits:
-        firsts.setdefault(h.msg_id, h)
-    span = max(h.at for h in firsts.values()) - min(h.at for h in firsts.values())
-    expected = {f"{prefix}{i}": c for i, c in enumerate(counts.values())}
-    run = {"per_s": len(firsts) / max(span, 1e-3), "seconds": round(span, 3),
-           "cpu_s_per_1000": (cpu_last - cpu_first) / max(len(firsts), 1) * 1000,
-           **order_report(hits, expected)}
+    run = arrivals(mine(), prefix, counts, cpu_last - cpu_first)
     progress(f"  drain run {repeat + 1}: {run['per_s']:,.0f}/s, {run['cpu_s_per_1000']:.3f} CPU s/1000, "
              f"lost {run['lost']}, out of order {run['out_of_order']}")
     return run, worker, ids, app_id
@@ -353,14 +360,7 @@ async def drain(bench: Bench, result: dict[str, Any]) -> dict[str, Any]:
         else:
             for other in bench.workers_of(app_id):
                 other.stop()
-    n, r = bench.sizes["messages"], bench.sizes["receivers"]
-    out = {"messages": n // r * r, "receivers": r, "workers": bench.workers,
-           "per_s": spread([x["per_s"] for x in runs], 0),
-           "cpu_s_per_1000": spread([x["cpu_s_per_1000"] for x in runs], 3),
-           "lost": sum(x["lost"] for x in runs), "out_of_order": sum(x["out_of_order"] for x in runs),
-           "duplicates": sum(x["duplicates"] for x in runs), "runs": runs}
-    if "ceiling" in result:
-        out["ratio_to_ceiling"] = round(out["per_s"]["median"] / result["ceiling"]["per_s"]["median"], 3)
+    out = {**repeated(bench, runs, result), "workers": bench.workers}
     if "floor" in result:  # what the engine and its durable state add to the stack's own cost
         out["cpu_above_floor_s_per_1000"] = round(
             out["cpu_s_per_1000"]["median"] - result["floor"]["cpu_s_per_1000"]["median"], 3)
