@@ -243,7 +243,7 @@ class Deliverer:
             log.error("backlog entry missing receiver_id=%s seq=%d", job.receiver_id, job.seq)
             self._forget(job)
             return None
-        outcome = evolve(await self._post(job, entries, batching), attempt=job.attempt)
+        outcome = await self._post(job, entries, batching)
         _log_outcome(job, outcome)
         return outcome
 
@@ -295,8 +295,9 @@ class Deliverer:
         return evolve(outcome, probe=True)
 
     async def _post(self, job: Job, entries: list[dict[str, Any]], batching: bool) -> Outcome:
-        first, last = entries[0], entries[-1]
-        msg_id = batch_id(job.receiver_id, first["seq"], last["seq"]) if batching else first["id"]
+        first = entries[0]
+        last = entries[-1]["seq"] if batching else 0
+        msg_id = batch_id(job.receiver_id, first["seq"], last) if batching else first["id"]
         try:
             if batching:
                 body = build_batch_body(entries)
@@ -307,12 +308,15 @@ class Deliverer:
         except Exception as exc:
             log.exception("cannot build request msg_id=%s seq=%s", msg_id, first.get("seq"))
             error = f"internal: {exc}"
-            return Outcome(first["seq"], msg_id, job.token, False, None, error, 0.0, self._clock())
-        outcome = await self._timed_post(job.token, job.config, headers, body, first["seq"], msg_id)
-        return evolve(outcome, last=last["seq"] if batching else 0)
+            return Outcome(first["seq"], msg_id, job.token, False, None, error, 0.0, self._clock(),
+                           attempt=job.attempt, last=last)
+        return await self._timed_post(
+            job.token, job.config, headers, body, first["seq"], msg_id, job.attempt, last
+        )
 
     async def _timed_post(
-        self, token: str, config: ReceiverConfig, headers: dict[str, str], body: bytes, seq: int, msg_id: str
+        self, token: str, config: ReceiverConfig, headers: dict[str, str], body: bytes, seq: int, msg_id: str,
+        attempt: int = 0, last: int = 0,
     ) -> Outcome:
         started = self._clock()
         status: int | None = None
@@ -339,6 +343,8 @@ class Deliverer:
             at=finished,
             body_prefix=prefix[:1024].decode("utf-8", "replace"),
             headers=resp_headers,
+            attempt=attempt,
+            last=last,
         )
 
 
