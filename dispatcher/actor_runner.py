@@ -104,7 +104,9 @@ class ActorRunner:
         )
         new_state, effects = actor.decide(state, command, facts, self.policy)
         for effect in effects:
-            await self._run(receiver_id, partition, new_state, effect)
+            sending = self._run(receiver_id, partition, new_state, effect)
+            if sending is not None:
+                await sending
         if new_state is not None:
             self.set_timer(new_state, partition)
         else:
@@ -124,9 +126,10 @@ class ActorRunner:
         sending = self.deliverer.in_flight_seqs(state.receiver_id)
         self.timers.set(state.receiver_id, partition, actor.next_wake(state, self.policy, busy, sending))
 
-    async def _run(
+    def _run(
         self, receiver_id: str, partition: int, state: ReceiverState | None, effect: Effect
-    ) -> None:
+    ) -> Awaitable[None] | None:
+        """Run one effect; one that sends (to a topic) is returned to be awaited, in its turn."""
         match effect:
             case actor.PutBacklog(seq, _, encoded):
                 self.store.put_backlog(receiver_id, seq, encoded)
@@ -139,19 +142,18 @@ class ActorRunner:
                 self.store.settle(receiver_id, seq, self.clock() if self.policy.retain else 0.0)
             case actor.Deliver(seq, attempt, count, lane, parallel):
                 assert state is not None
-                await self.deliverer.start(
-                    receiver_id, partition, state.config, seq, attempt, count, lane, parallel
-                )
+                config = state.config
+                self.deliverer.start(receiver_id, partition, config, seq, attempt, count, lane, parallel)
             case actor.Probe(number):
                 assert state is not None
                 lane = state.health.lane
-                await self.deliverer.start_probe(receiver_id, partition, state.config, number, lane)
+                self.deliverer.start_probe(receiver_id, partition, state.config, number, lane)
             case actor.Subscribe():
                 assert state is not None
                 record = encode_subscription(state.config.event_types, state.config.tenant)
-                await self._publish_subscription(receiver_id, record)
+                return self._publish_subscription(receiver_id, record)
             case actor.Unsubscribe():
-                await self._publish_subscription(receiver_id, None)
+                return self._publish_subscription(receiver_id, None)
             case actor.ForgetHistory():
                 self.store.forget(receiver_id, partition, HISTORY)
             case actor.Forget():
@@ -161,15 +163,16 @@ class ActorRunner:
                 log.info("receiver_id=%s moved to the %s lane (p90 %s ms, %d timeouts in a row)",
                          receiver_id, lane, p90, timeouts)
             case actor.DeadLetterHead():
-                await self._dead_letter_head(receiver_id, effect)
+                return self._dead_letter_head(receiver_id, effect)
             case actor.TrimDeadLetters(keep):
                 self.store.trim_dead_letters(receiver_id, partition, keep)
             case actor.LogAttempt():
                 self.store.log_attempt(receiver_id, effect.number, attempt_record(effect))
             case actor.DeadLetter():
-                await self.dead_letter(receiver_id, effect)
+                return self.dead_letter(receiver_id, effect)
             case actor.Ignored(reason, msg_id, seq):
                 log.debug("ignored receiver_id=%s msg_id=%s seq=%s: %s", receiver_id, msg_id, seq, reason)
+        return None
 
     async def _dead_letter_head(self, receiver_id: str, effect: actor.DeadLetterHead) -> None:
         """Record a message that will not be delivered: topic first, then the table."""

@@ -50,6 +50,7 @@ QueueSlow = Callable[["Job"], None]  # hands a slow-lane job to the paced slow-l
 LoadEntries = Callable[[str, int, int, int], list[dict[str, Any]]]
 REPORT_TRIES = 4
 API_SLOTS = 16  # pings and verifications asked for through the API
+_NONE: frozenset[int] = frozenset()
 
 
 @dataclass(slots=True, eq=False)
@@ -107,7 +108,10 @@ class Deliverer:
 
     def in_flight_seqs(self, receiver_id: str) -> frozenset[int]:
         """Seqs of an unordered receiver's attempts running (or waiting for a slot) here."""
-        return frozenset(slot for slot in self._jobs.get(receiver_id, ()) if slot)
+        jobs = self._jobs.get(receiver_id)
+        if not jobs or (len(jobs) == 1 and 0 in jobs):  # none, or an ordered receiver's one (or a probe)
+            return _NONE
+        return frozenset(slot for slot in jobs if slot)
 
     @property
     def in_flight(self) -> int:
@@ -122,21 +126,21 @@ class Deliverer:
             "hosts_posting": len(self.pool.host_used),
         }
 
-    async def start(
+    def start(
         self, receiver_id: str, partition: int, config: ReceiverConfig, seq: int, attempt: int,
         count: int = 1, lane: Lane = Lane.FAST, parallel: bool = False,
     ) -> None:
         """Start one attempt of messages seq.. unless the receiver (or, `parallel`, that seq) has one."""
         slot = seq if parallel else 0
-        await self._begin(Job(receiver_id, partition, "", config, lane, "", seq, attempt, count, slot=slot))
+        self._begin(Job(receiver_id, partition, "", config, lane, "", seq, attempt, count, slot=slot))
 
-    async def start_probe(
+    def start_probe(
         self, receiver_id: str, partition: int, config: ReceiverConfig, number: int, lane: Lane = Lane.FAST
     ) -> None:
         """Send a `webhook.ping` in the receiver's one slot (its circuit is open)."""
-        await self._begin(Job(receiver_id, partition, "", config, lane, "", 0, number, probe=True))
+        self._begin(Job(receiver_id, partition, "", config, lane, "", 0, number, probe=True))
 
-    async def _begin(self, job: Job) -> None:
+    def _begin(self, job: Job) -> None:
         jobs = self._jobs.setdefault(job.receiver_id, {})
         if job.slot in jobs or (not job.slot and jobs):
             return

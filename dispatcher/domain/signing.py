@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import hmac
 import secrets
 
@@ -102,7 +101,7 @@ def _signed_content(msg_id: str, timestamp: int, body: bytes) -> bytes:
 
 def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
     """Return the `v1,<base64>` HMAC-SHA256 signature of one request."""
-    digest = hmac.new(key, _signed_content(msg_id, timestamp, body), hashlib.sha256).digest()
+    digest = hmac.digest(key, _signed_content(msg_id, timestamp, body), "sha256")
     return "v1," + base64.b64encode(digest).decode()
 
 

@@ -53,6 +53,8 @@ class SlotPool(Generic[T]):
             self.host_used[host] = left
         else:
             del self.host_used[host]
+        if not self.waiting:
+            return []
         started = []
         for wait_lane in (lane, *(other for other in self._waiting if other != lane)):
             started += self._hand_out(wait_lane)

@@ -50,7 +50,7 @@ async def test_a_failed_report_is_sent_again(receiver: Receiver) -> None:
     deliverer = make_deliverer(sink, lost)
     config = ReceiverConfig("r1", receiver.url("ok"), generate_secret())
     try:
-        await deliverer.start("r1", 3, config, seq=1, attempt=1)
+        deliverer.start("r1", 3, config, seq=1, attempt=1)
         await wait_until(lambda: sink.reported, 10, "the outcome, on the last try")
         assert (sink.tries, sink.reported[0].attempt, sink.reported[0].ok) == (REPORT_TRIES, 1, True)
         assert lost == [] and deliverer.busy("r1"), "the slot waits for the actor's release"
@@ -64,11 +64,11 @@ async def test_a_lost_outcome_frees_the_slot_and_wakes_the_receiver(receiver: Re
     deliverer = make_deliverer(sink, lost)
     config = ReceiverConfig("r1", receiver.url("ok"), generate_secret())
     try:
-        await deliverer.start("r1", 3, config, seq=1, attempt=1)
+        deliverer.start("r1", 3, config, seq=1, attempt=1)
         await wait_until(lambda: lost, 10, "the lost outcome")
         assert lost == [("r1", 3)] and sink.tries == REPORT_TRIES
         assert not deliverer.busy("r1"), "the receiver may be tried again"
-        await deliverer.start("r1", 3, config, seq=1, attempt=1)  # what the woken actor asks for
+        deliverer.start("r1", 3, config, seq=1, attempt=1)  # what the woken actor asks for
         await wait_until(lambda: len(receiver.deliveries) == 2, 10, "the attempt made again")
         assert {d.msg_id for d in receiver.deliveries} == {"msg_1"}
     finally:
