@@ -9,7 +9,11 @@ multipart), so this client keeps only what a hostile receiver requires:
 - every connection is dialled through the target guard (addresses resolved
   per new connection, each checked again when its socket is made);
 - TLS is always verified (the system's CAs, plus `ca_file`), with SNI;
-- the whole request has a deadline, the connect a shorter one;
+- the whole request has a deadline, the connect a shorter one. Waiting
+  answers are checked against theirs every `DEADLINE_TICK` seconds by one
+  timer of the transport's, not by a timer of each request's own (a
+  per-request `asyncio.timeout` cost more than the rest of the request's
+  Python): an answer is given up at most a tick past its deadline;
 - a response head is capped (64 headers of at most 8,190 bytes), its body
   read to `response_cap` and then the connection dropped;
 - connections are kept alive per (scheme, host, port), reused most recent
@@ -43,6 +47,7 @@ from .transport import (
 )
 
 IDLE_TIMEOUT = 15.0
+DEADLINE_TICK = 0.1  # seconds between checks of the answers being waited for
 # Headers needed to read the body, beside the ones kept for the UI.
 _READ_HEADERS = frozenset({"content-encoding", "transfer-encoding"})
 _KEPT = KEPT_RESPONSE_HEADERS | _READ_HEADERS
@@ -135,6 +140,10 @@ class _Connection(asyncio.Protocol):
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result((self.status, self.headers, bytes(self.body)))
+
+    def give_up(self, reason: str) -> None:
+        """Past the deadline: the waiting request fails, and the connection is dropped."""
+        self._fail(DeliveryError(reason))
 
     def _fail(self, exc: Exception) -> None:
         waiter = self._waiter
@@ -247,6 +256,8 @@ class Http1Transport:
         self._targets: dict[str, _Target] = {}
         self._sweeper: asyncio.TimerHandle | None = None
         self._open: set[_Connection] = set()
+        self._waiting: dict[_Connection, float] = {}  # connection -> deadline of the answer it waits for
+        self._ticker: asyncio.TimerHandle | None = None
         self._clock: Callable[[], float] | None = None  # the running loop's, once known
 
     async def post(self, url: str, headers: dict[str, str], body: bytes) -> Response:
@@ -257,18 +268,15 @@ class Http1Transport:
         target = self._target(url)
         head = self._head(method, target, headers, body)
         async with self._slots:
-            try:
-                async with asyncio.timeout(self._timeout):
-                    status, got, raw = await self._exchange(target, head, body)
-            except TimeoutError as exc:
-                raise DeliveryError("timeout") from exc
+            status, got, raw = await self._exchange(target, head, body, self._now() + self._timeout)
         kept = {k: v for k, v in got.items() if k in KEPT_RESPONSE_HEADERS}
         return Response(status, kept, decoded_body(raw, got, self._cap))
 
     async def close(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            self._sweeper = None
+        for handle in (self._sweeper, self._ticker):
+            if handle is not None:
+                handle.cancel()
+        self._sweeper = self._ticker = None
         for conn in list(self._open):
             conn.close()
         self._open.clear()
@@ -277,11 +285,17 @@ class Http1Transport:
 
     # one exchange ------------------------------------------------------------------
 
-    async def _exchange(self, target: _Target, head: bytes, body: bytes) -> tuple[int, dict[str, str], bytes]:
+    async def _exchange(
+        self, target: _Target, head: bytes, body: bytes, deadline: float
+    ) -> tuple[int, dict[str, str], bytes]:
         for attempt in range(2):  # the second, on a new connection, only after a reused one hung up
-            conn = (self._take_idle(target.key) if attempt == 0 else None) or await self._connect(target)
+            conn = self._take_idle(target.key) if attempt == 0 else None
+            if conn is None:
+                conn = await self._connect(target, deadline)
             try:
-                answer = await conn.send(head, body)
+                answer = conn.send(head, body)
+                self._watch(conn, deadline)
+                return await answer
             except _Peer as exc:
                 if conn.reused and not exc.answered:
                     continue
@@ -290,10 +304,25 @@ class Http1Transport:
                 conn.close(abort=True)
                 raise
             finally:
+                self._waiting.pop(conn, None)
                 conn.done()
                 self._settle(conn)
-            return answer
         raise DeliveryError("connection closed by the receiver")
+
+    def _watch(self, conn: _Connection, deadline: float) -> None:
+        self._waiting[conn] = deadline
+        if self._ticker is None:
+            self._ticker = asyncio.get_running_loop().call_later(DEADLINE_TICK, self._on_tick)
+
+    def _on_tick(self) -> None:
+        """Give up the answers past their deadline; tick again while any is awaited."""
+        self._ticker = None
+        now = self._now()
+        for conn in [conn for conn, deadline in self._waiting.items() if deadline <= now]:
+            del self._waiting[conn]
+            conn.give_up("timeout")
+        if self._waiting:
+            self._ticker = asyncio.get_running_loop().call_later(DEADLINE_TICK, self._on_tick)
 
     def _settle(self, conn: _Connection) -> None:
         """Keep a connection that finished its exchange cleanly; close any other."""
@@ -321,11 +350,12 @@ class Http1Transport:
             self._open.discard(conn)
         return None
 
-    async def _connect(self, target: _Target) -> _Connection:
+    async def _connect(self, target: _Target, deadline: float) -> _Connection:
         loop = asyncio.get_running_loop()
         errors: list[str] = []
+        timeout = min(self._connect_timeout, deadline - self._now())
         try:
-            async with asyncio.timeout(self._connect_timeout):
+            async with asyncio.timeout(max(timeout, 0.0)):
                 answers = await self._guard.resolve_allowed(target.host, target.port)
                 for answer in answers:
                     addr_info = (answer["family"], socket.SOCK_STREAM, answer["proto"], "",
@@ -350,6 +380,8 @@ class Http1Transport:
                     self._open.add(conn)
                     return conn
         except TimeoutError as exc:
+            if timeout < self._connect_timeout:  # the request's own deadline came first
+                raise DeliveryError("timeout") from exc
             raise DeliveryError(f"connect timeout ({target.host}:{target.port})") from exc
         except BlockedTarget as exc:
             raise DeliveryError(str(exc)) from exc

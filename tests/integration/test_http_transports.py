@@ -238,3 +238,26 @@ async def test_http1_does_not_reuse_a_connection_that_answered_twice(serve) -> N
         assert server.connections == 2
     finally:
         await transport.close()
+
+
+async def test_http1_gives_up_only_the_answers_past_their_deadline(serve) -> None:
+    async def silent_on_slow(reader, writer, server: ScriptedReceiver) -> None:
+        while True:
+            request = await server.read_request(reader)
+            if b"/slow" in request.split(b"\r\n", 1)[0]:
+                await asyncio.sleep(30)
+            writer.write(OK)
+            await writer.drain()
+
+    server = await serve(silent_on_slow)
+    transport = Http1Transport(TargetGuard(LOOPBACK), 0.5, 2.0, CAP, 8)
+    try:
+        slow = [asyncio.create_task(transport.post(server.url("slow"), {}, b"{}")) for _ in range(3)]
+        fast = [await transport.post(server.url("fast"), {}, b"{}") for _ in range(5)]
+        results = await asyncio.gather(*slow, return_exceptions=True)
+        assert [r.status for r in fast] == [200] * 5
+        assert [str(r) for r in results] == ["timeout"] * 3
+        assert transport._waiting == {}  # nothing is left watched once every answer is settled
+        assert (await transport.post(server.url("fast"), {}, b"{}")).status == 200  # after the drops
+    finally:
+        await transport.close()
