@@ -39,6 +39,9 @@ class TableIO(Protocol):
 
 
 STATES_CACHED = 2048  # decoded states of the receivers used last (a delivery reads its state twice)
+# Entries read to learn a new head's age, kept (with their stored size) for the attempt that
+# posts that head a moment later, instead of a second read and decode of the same message.
+HEADS_KEPT = 64
 
 
 class ActorStore:
@@ -49,12 +52,15 @@ class ActorStore:
         # States are immutable; the runner is their only writer, so a cached one is current
         # until a partition changes hands (Faust's recovery writes RocksDB): `forget_cached`.
         self._states: OrderedDict[str, ReceiverState] = OrderedDict()
+        self._heads: OrderedDict[bytes, tuple[int, dict[str, Any]]] = OrderedDict()  # key -> size, entry
 
     def forget_cached(self) -> None:
         self._states.clear()
+        self._heads.clear()
 
     def hand_over(self, partitions: set[int]) -> None:
         """Partitions this worker lost: nothing of theirs is kept here."""
+        self._heads.clear()
         self._io.forget_partitions(partitions)
 
     def _cache(self, state: ReceiverState) -> None:
@@ -68,9 +74,11 @@ class ActorStore:
         return self._io.get(self.partition_of(receiver_id), key)
 
     def _put(self, receiver_id: str, key: bytes, value: bytes) -> None:
+        self._heads.pop(key, None)
         self._io.put(self.partition_of(receiver_id), key, value)
 
     def _delete(self, receiver_id: str, key: bytes) -> None:
+        self._heads.pop(key, None)
         self._io.delete(self.partition_of(receiver_id), key)
 
     # state and backlog ---------------------------------------------------------
@@ -107,16 +115,29 @@ class ActorStore:
         entries: list[dict[str, Any]] = []
         total = 0
         for number in range(seq, seq + count):
-            raw = self._get(receiver_id, keys.backlog_key(receiver_id, number))
-            if raw is None or (entries and total + len(raw) > max_bytes):
+            key = keys.backlog_key(receiver_id, number)
+            size, entry = self._heads.pop(key, None) or self._read_entry(receiver_id, key)
+            if entry is None or (entries and total + size > max_bytes):
                 break
-            total += len(raw)
-            entries.append(orjson.loads(raw))
+            total += size
+            entries.append(entry)
         return entries
 
     def accepted_at(self, receiver_id: str, seq: int) -> float | None:
-        entry = self.get_backlog(receiver_id, seq)
-        return None if entry is None else float(entry["accepted_at"])
+        key = keys.backlog_key(receiver_id, seq)
+        head = self._heads.get(key)
+        if head is None:
+            head = self._read_entry(receiver_id, key)
+            if head[1] is None:
+                return None
+            self._heads[key] = head
+            if len(self._heads) > HEADS_KEPT:
+                self._heads.popitem(last=False)
+        return float(head[1]["accepted_at"])
+
+    def _read_entry(self, receiver_id: str, key: bytes) -> tuple[int, Any]:
+        raw = self._get(receiver_id, key)
+        return (0, None) if raw is None else (len(raw), orjson.loads(raw))
 
     def settle(self, receiver_id: str, seq: int, settled_at: float = 0.0) -> None:
         """A message got its 2xx or was dead-lettered: it leaves the backlog.
@@ -195,6 +216,7 @@ class ActorStore:
 
     def forget(self, receiver_id: str, partition: int, kinds: tuple[bytes, ...] = ALL_ENTRIES) -> int:
         """Delete the receiver's entries of `kinds` (by default all, and its state); return the count."""
+        self._heads.clear()
         doomed = [keys.state_key(receiver_id)] if kinds == ALL_ENTRIES else []
         if doomed:
             self._states.pop(receiver_id, None)

@@ -183,3 +183,40 @@ def test_copies_kept_by_the_previous_layout_are_listed_and_swept(store: ActorSto
     assert store.sweep_retained("r1", 0, now=100.0, retain=10.0) == 0.0
     assert listed(store) == [(4, None)]
     assert len(list(store._scan(0, keys.prefix(keys.BACKLOG, "r1")))) == 1
+
+
+class CountingTable(OnePartitionTable):
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.gets = 0
+
+    def get(self, partition: int, key: bytes) -> bytes | None:
+        self.gets += 1
+        return super().get(partition, key)
+
+
+def test_a_head_read_for_its_age_is_not_read_again_by_its_attempt(tmp_path: Path) -> None:
+    table = CountingTable(tmp_path / "db")
+    store = ActorStore(table, lambda receiver_id: 0)
+    try:
+        store.put_backlog("r1", 1, entry(1))
+        assert store.accepted_at("r1", 1) == 1.0
+        reads = table.gets
+        assert [e["seq"] for e in store.backlog_run("r1", 1, 1, 1 << 20)] == [1]
+        assert table.gets == reads, "the attempt took the entry the age lookup had read"
+        assert [e["seq"] for e in store.backlog_run("r1", 1, 1, 1 << 20)] == [1]
+        assert table.gets == reads + 1, "taken once: a second attempt reads it again"
+    finally:
+        table.rdict.close()
+
+
+def test_a_kept_head_is_not_served_once_its_key_is_written_again(store: ActorStore) -> None:
+    store.put_backlog("r1", 1, entry(1))
+    store.accepted_at("r1", 1)
+    store.forget("r1", 0)  # a reset: its seqs start again at 1
+    assert store.backlog_run("r1", 1, 1, 1 << 20) == []
+    store.put_backlog("r1", 1, orjson.dumps({"id": "new", "seq": 1, "accepted_at": 5.0}))
+    store.accepted_at("r1", 1)
+    store.put_backlog("r1", 1, orjson.dumps({"id": "newer", "seq": 1, "accepted_at": 6.0}))
+    assert store.accepted_at("r1", 1) == 6.0
+    assert [e["id"] for e in store.backlog_run("r1", 1, 1, 1 << 20)] == ["newer"]
