@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsBytes
 
 from dispatcher.actor_runner import ActorRunner
 from dispatcher.actor_store import ActorStore
@@ -68,10 +68,11 @@ class DictTable:
     def get(self, partition: int, key: bytes) -> bytes | None:
         return self.entries.get(key)
 
-    def put(self, partition: int, key: bytes, value: bytes) -> None:
-        self.entries[key] = value
+    def put(self, partition: int, key: bytes, value: bytes | SupportsBytes) -> None:
+        raw = bytes(value)  # at every put (the worker's writer skips a state replaced within a linger)
+        self.entries[key] = raw
         self.puts += 1
-        self.bytes += len(key) + len(value)
+        self.bytes += len(key) + len(raw)
 
     def delete(self, partition: int, key: bytes) -> None:
         self.entries.pop(key, None)

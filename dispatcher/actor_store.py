@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, SupportsBytes
 
 import orjson
 
@@ -27,7 +27,7 @@ class TableIO(Protocol):
 
     def get(self, partition: int, key: bytes) -> bytes | None: ...
 
-    def put(self, partition: int, key: bytes, value: bytes) -> None: ...
+    def put(self, partition: int, key: bytes, value: bytes | SupportsBytes) -> None: ...  # bytes(value)
 
     def delete(self, partition: int, key: bytes) -> None: ...
 
@@ -73,7 +73,7 @@ class ActorStore:
     def _get(self, receiver_id: str, key: bytes) -> bytes | None:
         return self._io.get(self.partition_of(receiver_id), key)
 
-    def _put(self, receiver_id: str, key: bytes, value: bytes) -> None:
+    def _put(self, receiver_id: str, key: bytes, value: bytes | SupportsBytes) -> None:
         self._heads.pop(key, None)
         self._io.put(self.partition_of(receiver_id), key, value)
 
@@ -96,7 +96,7 @@ class ActorStore:
         return None if raw is None else ReceiverState.from_bytes(raw)
 
     def save(self, state: ReceiverState) -> None:
-        self._put(state.receiver_id, keys.state_key(state.receiver_id), state.to_bytes())
+        self._put(state.receiver_id, keys.state_key(state.receiver_id), state)  # encoded when sent
         self._cache(state)
 
     def put_backlog(self, receiver_id: str, seq: int, encoded: bytes) -> None:

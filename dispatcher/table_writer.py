@@ -11,7 +11,10 @@ acked in order), and the consumer's commit waits for them (`flush`), so
 offsets are never committed ahead of the writes they caused.
 
 Writes to one key that pile up within a linger are sent as the newest one
-alone (`newest_writes`).
+alone (`newest_writes`). A value may be an object that gives its bytes
+(`bytes(value)`, a receiver's state): it is encoded only if it is sent (or
+read before), so a state saved at intake and again at the outcome within one
+linger is encoded once.
 
 A batch reaches RocksDB only once the broker has acked it, with the changelog
 offset it ends at; reads and scans see the overlay first. So a local store
@@ -36,14 +39,15 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import count
-from typing import Any
+from typing import Any, SupportsBytes
 
 import rocksdict
 from faust.types import TP
 
 log = logging.getLogger(__name__)
 
-Record = tuple[bytes, bytes | None, int]  # key, value (None: a delete), write number
+Value = bytes | SupportsBytes  # bytes, or what gives them once the write is sent
+Record = tuple[bytes, Value | None, int]  # key, value (None: a delete), write number
 LINGER = 0.005  # seconds writes pile up before they are sent: fewer, larger produce requests
 
 
@@ -82,7 +86,7 @@ class ChangelogTable:
         self._pending: dict[int, list[Record]] = {}  # written, not handed to the producer yet
         self._sent: dict[int, deque[_Sent]] = {}  # handed to the producer, not in RocksDB yet; oldest first
         # partition -> key -> (write number, value) of its newest write not in RocksDB yet
-        self._unacked: dict[int, dict[bytes, tuple[int, bytes | None]]] = {}
+        self._unacked: dict[int, dict[bytes, tuple[int, Value | None]]] = {}
         self._numbers = count(1)
         self._lock: asyncio.Lock | None = None  # one drain at a time keeps each partition's order
         self._wakeup: asyncio.Event | None = None
@@ -101,7 +105,7 @@ class ChangelogTable:
         if unacked:
             newest = unacked.get(key)
             if newest is not None:
-                return newest[1]
+                return _encoded(newest[1])
         db = self._store._dbs.get(partition)  # a partition not held here has no entries
         return None if db is None else db.get(key)
 
@@ -115,17 +119,17 @@ class ChangelogTable:
         if not unacked:
             yield from _under(stored, prefix)
             return
-        newer = sorted((key, value) for key, (_, value) in unacked.items()
+        newer = sorted((key, _encoded(value)) for key, (_, value) in unacked.items()
                        if key >= low and key.startswith(prefix))
         yield from _merged(_under(stored, prefix), newer)
 
-    def put(self, partition: int, key: bytes, value: bytes) -> None:
+    def put(self, partition: int, key: bytes, value: Value) -> None:
         self._write(partition, key, value)
 
     def delete(self, partition: int, key: bytes) -> None:
         self._write(partition, key, None)
 
-    def _write(self, partition: int, key: bytes, value: bytes | None) -> None:
+    def _write(self, partition: int, key: bytes, value: Value | None) -> None:
         self._db(partition)  # open now: the acked batch is stored where this worker holds the partition
         number = next(self._numbers)
         self._unacked.setdefault(partition, {})[key] = (number, value)
@@ -172,7 +176,8 @@ class ChangelogTable:
                 producer = self._table.app.producer._producer  # aiokafka's, started with the app
                 topic = self._table.changelog_topic.get_topic_name()
                 for partition, records in pending.items():
-                    await self._send(producer, topic, partition, newest_writes(records))
+                    kept = [(key, _encoded(value), n) for key, value, n in newest_writes(records)]
+                    await self._send(producer, topic, partition, kept)
 
     async def _send(self, producer: Any, topic: str, partition: int, records: list[Record]) -> None:
         batch, taken = producer.create_batch(), 0
@@ -239,6 +244,10 @@ def newest_writes(records: list[Record]) -> list[Record]:
     if len(last) == len(records):
         return records
     return [record for n, record in enumerate(records) if last[record[0]] == n]
+
+
+def _encoded(value: Value | None) -> bytes | None:
+    return value if value is None or type(value) is bytes else bytes(value)
 
 
 def _under(items: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:

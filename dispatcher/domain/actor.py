@@ -102,6 +102,8 @@ class ReceiverState:
     def to_bytes(self) -> bytes:
         return orjson.dumps(_plain_state(self))
 
+    __bytes__ = to_bytes  # the table writer encodes a state only if it is sent
+
     @classmethod
     def from_bytes(cls, raw: bytes) -> ReceiverState:
         data = orjson.loads(raw)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import SupportsBytes
 
 import orjson
 import pytest
@@ -36,8 +37,8 @@ class OnePartitionTable:
     def forget_partitions(self, partitions: set[int]) -> None:
         return None
 
-    def put(self, partition: int, key: bytes, value: bytes) -> None:
-        self.rdict[key] = value
+    def put(self, partition: int, key: bytes, value: bytes | SupportsBytes) -> None:
+        self.rdict[key] = bytes(value)
 
     def delete(self, partition: int, key: bytes) -> None:
         del self.rdict[key]

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, SupportsBytes
 
 import pytest
 from faust.types import TP
@@ -51,8 +51,8 @@ class Partitions:
     def forget_partitions(self, partitions: set[int]) -> None:
         return None
 
-    def put(self, partition: int, key: bytes, value: bytes) -> None:
-        self.dbs[partition][key] = value
+    def put(self, partition: int, key: bytes, value: bytes | SupportsBytes) -> None:
+        self.dbs[partition][key] = bytes(value)
 
     def delete(self, partition: int, key: bytes) -> None:
         del self.dbs[partition][key]

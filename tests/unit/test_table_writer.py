@@ -198,3 +198,30 @@ async def test_flush_returns_once_everything_is_in_rocksdb(parts) -> None:
     await acking
     assert store._db_for_partition(1).get(b"s/a") == b"1" and store.persisted[1] == 0
     assert table.get(1, b"s/a") == b"1"
+
+
+class Encoded:
+    """A value that gives its bytes when asked (as a receiver's state does), counting how often."""
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self.encoded = 0
+
+    def __bytes__(self) -> bytes:
+        self.encoded += 1
+        return self.raw
+
+
+async def test_a_value_replaced_within_a_linger_is_never_encoded(parts) -> None:
+    table, store, producer = parts
+    intake, outcome = Encoded(b"next=2"), Encoded(b"delivered=1")
+    table.put(0, b"s/r", intake)
+    table.put(0, b"s/r", outcome)
+    assert table.get(0, b"s/r") == b"delivered=1", "a read before the send gets the bytes"
+    await table._drain()
+    producer.ack(0)
+    await settle()
+    assert intake.encoded == 0, "replaced before it was sent: never encoded"
+    assert producer.sent[0][1].records == [(b"s/r", b"delivered=1")]
+    assert store._db_for_partition(0).get(b"s/r") == b"delivered=1"
+    assert list(table.items(0, b"s/")) == [(b"s/r", b"delivered=1")]
