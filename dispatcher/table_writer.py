@@ -176,8 +176,21 @@ class ChangelogTable:
                 producer = self._table.app.producer._producer  # aiokafka's, started with the app
                 topic = self._table.changelog_topic.get_topic_name()
                 for partition, records in pending.items():
-                    kept = [(key, _encoded(value), n) for key, value, n in newest_writes(records)]
-                    await self._send(producer, topic, partition, kept)
+                    await self._send(producer, topic, partition, self._encoded(partition, records))
+
+    def _encoded(self, partition: int, records: list[Record]) -> list[Record]:
+        """The newest writes with their values as bytes. One that cannot be encoded is logged and left
+        out (its key reads as before it), so it cannot hold back the writes of every other receiver."""
+        sendable: list[Record] = []
+        for key, value, number in newest_writes(records):
+            try:
+                sendable.append((key, _encoded(value), number))
+            except Exception:
+                log.exception("a table write cannot be encoded, key %r: left out", key)
+                unacked = self._unacked.get(partition, {})
+                if unacked.get(key, (0, None))[0] == number:
+                    del unacked[key]
+        return sendable
 
     async def _send(self, producer: Any, topic: str, partition: int, records: list[Record]) -> None:
         batch, taken = producer.create_batch(), 0

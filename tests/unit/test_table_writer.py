@@ -225,3 +225,25 @@ async def test_a_value_replaced_within_a_linger_is_never_encoded(parts) -> None:
     assert producer.sent[0][1].records == [(b"s/r", b"delivered=1")]
     assert store._db_for_partition(0).get(b"s/r") == b"delivered=1"
     assert list(table.items(0, b"s/")) == [(b"s/r", b"delivered=1")]
+
+
+class Unencodable:
+    def __bytes__(self) -> bytes:
+        raise ValueError("str is not valid UTF-8: surrogates not allowed")
+
+
+async def test_a_value_that_cannot_be_encoded_holds_back_no_other_write(parts) -> None:
+    table, store, producer = parts
+    table.put(0, b"s/a", b"before")
+    await table._drain()
+    producer.ack(0)
+    await settle()
+    table.put(0, b"s/a", Unencodable())
+    table.put(0, b"s/b", b"other")
+    await table._drain()
+    producer.ack(1)
+    await settle()
+    assert producer.sent[1][1].records == [(b"s/b", b"other")]
+    assert table.get(0, b"s/b") == b"other"
+    assert table.get(0, b"s/a") == b"before", "the key reads as it was before the bad write"
+    assert store._db_for_partition(0).get(b"s/a") == b"before"
