@@ -176,9 +176,9 @@ class ChangelogTable:
                 producer = self._table.app.producer._producer  # aiokafka's, started with the app
                 topic = self._table.changelog_topic.get_topic_name()
                 for partition, records in pending.items():
-                    await self._send(producer, topic, partition, self._encoded(partition, records))
+                    await self._send(producer, topic, partition, self._sendable(partition, records))
 
-    def _encoded(self, partition: int, records: list[Record]) -> list[Record]:
+    def _sendable(self, partition: int, records: list[Record]) -> list[Record]:
         """The newest writes with their values as bytes. One that cannot be encoded is logged and left
         out (its key reads as before it), so it cannot hold back the writes of every other receiver."""
         sendable: list[Record] = []
