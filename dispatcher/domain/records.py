@@ -26,6 +26,16 @@ _EVENT_TYPE_RE = re.compile(r"[A-Za-z0-9_.:*-]{1,256}")
 MAX_URL_LEN = 2048
 
 
+def json_to_keep(value: Any) -> bytes:
+    """`orjson.dumps` for bytes that stay in memory: a copy sized to the JSON.
+
+    orjson (3.12 on) returns its output in the buffer it wrote to: 4 KiB or more,
+    however short the JSON. Kept by the config of every state in the store's cache,
+    that was 16 MB of a worker's memory. The copy costs a fraction of a microsecond.
+    """
+    return bytes(memoryview(orjson.dumps(value)))
+
+
 @dataclass(slots=True, frozen=True)
 class Message:
     """One message addressed to one receiver, as accepted."""
@@ -75,7 +85,7 @@ class ReceiverConfig:
         """`as_dict` as JSON to embed in a larger document (the config is immutable)."""
         cached = getattr(self, "_json", None)  # `evolve` leaves the slot unset
         if cached is None:
-            cached = orjson.Fragment(orjson.dumps(self.as_dict()))
+            cached = orjson.Fragment(json_to_keep(self.as_dict()))
             object.__setattr__(self, "_json", cached)
         return cached
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import tracemalloc
+
 import orjson
 import pytest
 
@@ -67,6 +69,21 @@ def test_message_record_round_trips_and_producer_records_get_defaults() -> None:
     assert decode_request("r1", direct, "kafka_0_7", 9.0) == Message("kafka_0_7", "r1", "a.b", [1], {}, 9.0)
     config = ReceiverConfig("r1", "http://x.test/", SECRET, ("a.b",), {}, 1.0)
     assert decode_request("r1", encode_upsert_record(config), "f", 0) == config
+
+
+def test_a_config_keeps_its_json_in_memory_sized_to_the_json() -> None:
+    configs = [ReceiverConfig(f"r{i}", "http://x.test/", SECRET, ("a.b",), {}, 1.0) for i in range(500)]
+    size = len(orjson.dumps(configs[0].as_dict()))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [c.as_json() for c in configs]
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert orjson.dumps(kept[0]) == orjson.dumps(configs[0].as_dict())
+    # The JSON, a bytes object's header, the fragment and the list slot: not a 4 KiB buffer each.
+    assert held < len(kept) * (size + 150), (held // len(kept), size)
 
 
 @pytest.mark.parametrize(
