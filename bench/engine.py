@@ -144,10 +144,10 @@ class Engine:
     def partition_of(self, receiver_id: str) -> int:
         return hash(receiver_id) % self.settings.partitions
 
-    def record(self, receiver_id: str, value: bytes) -> Record:
+    def record(self, receiver_id: str, value: bytes, topic: str = REQUESTS) -> Record:
         partition = self.partition_of(receiver_id)
         offset = self._offsets[partition] = self._offsets.get(partition, -1) + 1
-        return Record(REQUESTS, partition, offset, receiver_id.encode(), value, time.time())
+        return Record(topic, partition, offset, receiver_id.encode(), value, time.time())
 
     async def apply(self, record: Record) -> None:
         await apply_record(record, COMMANDS, self.runner)
@@ -175,7 +175,7 @@ async def one_round(receivers: int, per_receiver: int) -> dict[str, float]:
     ids = [f"engine-{n:06d}" for n in range(receivers)]
     for rid in ids:
         config = ReceiverConfig(rid, f"http://127.0.0.1:9/{rid}", generate_secret(), created_at=0.0)
-        await engine.apply(engine.record(rid, encode_upsert_record(config)))
+        await engine.apply(engine.record(rid, encode_upsert_record(config), COMMANDS))
     payload = body_of(1024)
     records = [engine.record(rid, encode_message_record(Message(new_id("msg"), rid, "bench.engine", payload,
                                                                     {}, time.time())))

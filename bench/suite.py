@@ -195,7 +195,7 @@ class Bench:
 
     async def register(self, app_id: str, worker: WorkerProcess, count: int, path: str = "r",
                        start: int = 0) -> list[str]:
-        """Register `count` receivers by producing their upsert records (the API's) straight to Kafka."""
+        """Register `count` receivers by producing their upsert records (the API's) to the commands topic."""
         ids = [f"rcv_b{start + i:08d}" for i in range(count)]
         now = time.time()
         async with self.producer() as producer:
@@ -203,7 +203,7 @@ class Bench:
             for i, rid in enumerate(ids):
                 config = ReceiverConfig(rid, self.nginx.url(f"{path}{start + i}"), "whsec_" + "A" * 32,
                                         created_at=now)
-                pending.append(await producer.send(f"{app_id}.requests", encode_upsert_record(config),
+                pending.append(await producer.send(f"{app_id}.commands", encode_upsert_record(config),
                                                    rid.encode()))
                 if len(pending) >= 20_000:
                     await asyncio.gather(*pending)

@@ -15,7 +15,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 import orjson
@@ -24,12 +24,14 @@ from .actor_store import HISTORY, ActorStore
 from .deliverer import Deliverer
 from .domain import actor
 from .domain.actor import Command, Effect, Facts, Policy, ReceiverState
-from .domain.records import Outcome
+from .domain.records import Message, Outcome
 from .domain.subscriptions import encode_subscription
+from .domain.untrusted import RAW_PREFIX, clean_text, raw_summary
 from .timers import PartitionTimers
 
 log = logging.getLogger(__name__)
 OUTCOME_FIELDS = tuple(f.name for f in fields(Outcome))
+UNAPPLIED_RETRY = 60.0  # seconds before a receiver whose outcome could not be applied is woken
 
 SendDeadLetter = Callable[[str, bytes], Awaitable[None]]
 # (receiver id, record or None for a tombstone) to a topic keyed by receiver id
@@ -82,11 +84,28 @@ class ActorRunner:
             self.deliverer.release(receiver_id, outcome.token)
             try:
                 await self._handle(receiver_id, partition, actor.Result(outcome))
-            except Exception:  # as the stream does with a command it cannot apply: drop it
+            except Exception as exc:
                 log.exception("cannot apply outcome receiver_id=%s msg_id=%s seq=%s attempt=%d",
                               receiver_id, outcome.msg_id, outcome.seq, outcome.attempt)
-                self.timers.set(receiver_id, partition, self.clock())  # the head is tried again
+                await self._apply_as_failure(receiver_id, partition, outcome, exc)
             return True
+
+    async def _apply_as_failure(
+        self, receiver_id: str, partition: int, outcome: Outcome, exc: Exception
+    ) -> None:
+        """An outcome that cannot be applied counts as a failed attempt, on the normal schedule.
+
+        Dropping it would leave the head due at once: a receiver whose answer
+        breaks the outcome path would be POSTed again and again with no backoff.
+        """
+        failed = replace(outcome, ok=False, status=None, headers={}, body_prefix="",
+                         error=f"unusable response ({type(exc).__name__})")
+        try:
+            await self._handle(receiver_id, partition, actor.Result(failed))
+        except Exception:
+            log.exception("cannot apply outcome receiver_id=%s msg_id=%s seq=%s even as a failure",
+                          receiver_id, outcome.msg_id, outcome.seq)
+            self.timers.set(receiver_id, partition, self.clock() + UNAPPLIED_RETRY)
 
     async def _handle(self, receiver_id: str, partition: int, command: Command) -> None:
         now = self.clock()
@@ -187,7 +206,7 @@ class ActorRunner:
             "last_status": effect.last_status,
             "last_error": effect.last_error,
             "at": self.clock(),
-            "message": {k: entry.get(k) for k in ("type", "data", "headers", "accepted_at", "replay_of")},
+            "message": bounded_content({k: entry.get(k) for k in MESSAGE_FIELDS}),
         }
         raw = orjson.dumps(record)
         log.warning(
@@ -197,23 +216,58 @@ class ActorRunner:
         await self._send_dead_letter(receiver_id, raw)
         self.store.put_dead_letter(receiver_id, effect.seq, raw)
 
-    async def dead_letter(self, receiver_id: str, effect: actor.DeadLetter, raw: bytes = b"") -> None:
-        """A record that never got a seq: it goes to the dead-letter topic only."""
+    async def dead_letter(
+        self, receiver_id: str, effect: actor.DeadLetter, raw: bytes = b"", keep_prefix: bool = True
+    ) -> None:
+        """A record that never got a seq: it goes to the dead-letter topic only, bounded in size.
+
+        With `raw` (a record that could not be read) the letter keeps a prefix of
+        it (none unless `keep_prefix`), its size and its sha256.
+        """
+        key = receiver_id if len(receiver_id) <= MAX_KEY else receiver_id[:MAX_KEY]  # a hostile key
         record: dict[str, Any] = {
-            "receiver_id": receiver_id,
+            "receiver_id": key,
             "msg_id": effect.msg_id,
             "seq": effect.seq,
             "reason": effect.reason,
-            "detail": effect.detail,
+            "detail": clean_text(effect.detail, 2000),
             "at": self.clock(),
         }
         if raw:
-            record["raw"] = raw.decode("utf-8", "replace")
+            summary = raw_summary(raw, RAW_PREFIX if keep_prefix else 0)
+            record |= {"raw": summary["prefix"], "raw_size": summary["size"], "raw_sha256": summary["sha256"]}
+            if summary["truncated"]:
+                record["raw_truncated"] = True
+        if effect.message is not None:
+            record["message"] = bounded_content(message_content(effect.message))
         log.warning(
             "dead-lettered msg_id=%s receiver_id=%s seq=%s reason=%s %s",
-            effect.msg_id, receiver_id, effect.seq, effect.reason, effect.detail,
+            effect.msg_id, key, effect.seq, effect.reason, record["detail"][:300],
         )
-        await self._send_dead_letter(receiver_id, orjson.dumps(record))
+        await self._send_dead_letter(key, orjson.dumps(record))
+
+
+MESSAGE_FIELDS = ("type", "data", "headers", "accepted_at", "replay_of")
+MAX_KEY = 256
+# A dead letter must fit in one produce request (Kafka's default limit is 1 MB):
+# a message whose content is larger keeps a summary of it instead.
+MAX_DEAD_LETTER_CONTENT = 512 * 1024
+
+
+def message_content(msg: Message) -> dict[str, Any]:
+    return {"type": msg.event_type, "data": msg.payload, "headers": msg.headers,
+            "accepted_at": msg.accepted_at, "replay_of": msg.replay_of}
+
+
+def bounded_content(content: dict[str, Any]) -> dict[str, Any]:
+    """The message as a dead letter keeps it: whole, or its data summarised if too large."""
+    try:
+        data = orjson.dumps(content.get("data"))
+    except TypeError:
+        data = b""
+    if len(data) <= MAX_DEAD_LETTER_CONTENT:
+        return content
+    return {**content, "data": None, "data_summary": raw_summary(data)}
 
 
 def attempt_record(effect: actor.LogAttempt) -> bytes:

@@ -18,7 +18,7 @@ from typing import Any
 from .actor_runner import ActorRunner
 from .domain import actor
 from .domain.errors import InvalidInput
-from .domain.records import Message, ReceiverControl, decode_command, decode_request
+from .domain.records import ReceiverConfig, ReceiverControl, decode_command, decode_request
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +46,7 @@ async def apply_record(msg: Any, commands_topic: str, runner: ActorRunner) -> No
     receiver_id = (msg.key or b"").decode("utf-8", "replace")
     try:
         if msg.topic == commands_topic:
-            outcome = decode_command(msg.value)
-            if outcome is None:
-                await runner.handle(receiver_id, msg.partition, actor.Wake())
-                return
-            runner.deliverer.release(receiver_id, outcome.token)
-            await runner.handle(receiver_id, msg.partition, actor.Result(outcome))
+            await runner.handle(receiver_id, msg.partition, _command(runner, receiver_id, msg.value or b""))
         else:
             await runner.handle(receiver_id, msg.partition, _request_command(runner, receiver_id, msg))
     except InvalidInput as exc:
@@ -61,20 +56,33 @@ async def apply_record(msg: Any, commands_topic: str, runner: ActorRunner) -> No
         await _reject(runner, receiver_id, msg, "internal_error", f"{type(exc).__name__}: {exc}")
 
 
-def _request_command(runner: ActorRunner, receiver_id: str, msg: Any) -> actor.Command:
-    fallback_id = f"kafka_{msg.partition}_{msg.offset}"
-    record = decode_request(receiver_id, msg.value or b"", fallback_id, msg.timestamp)
+def _command(runner: ActorRunner, receiver_id: str, raw: bytes) -> actor.Command:
+    """A worker's record: the API's configuration and control, an outcome, or a wake."""
+    record = decode_command(receiver_id, raw)
+    if record is None:
+        return actor.Wake()
     if isinstance(record, ReceiverControl):
         return actor.Control(record.action, record.reason)
-    if not isinstance(record, Message):
+    if isinstance(record, ReceiverConfig):
         return actor.Configure(record)
+    runner.deliverer.release(receiver_id, record.token)
+    return actor.Result(record)
+
+
+def _request_command(runner: ActorRunner, receiver_id: str, msg: Any) -> actor.Command:
+    """A producer's record: a message, nothing else."""
+    fallback_id = f"kafka_{msg.partition}_{msg.offset}"
+    record = decode_request(receiver_id, msg.value or b"", fallback_id, msg.timestamp)
     seen = runner.store.seen_seq(receiver_id, record.id, runner.clock())
     return actor.Intake(record, seen)
 
 
 async def _reject(runner: ActorRunner, receiver_id: str, msg: Any, reason: str, detail: str) -> None:
+    """Dead-letter a record that cannot be applied (a bounded summary of it), so the partition goes on."""
     if msg.topic != runner.requests_topic:
-        log.error("dropping bad command %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, detail)
+        # Written by workers only; its text may hold a receiver's secret, so only the error is logged.
+        log.error("dropping bad command %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, detail[:300])
         return
     letter = actor.DeadLetter(reason, f"kafka_{msg.partition}_{msg.offset}", None, detail)
-    await runner.dead_letter(receiver_id, letter, msg.value or b"")
+    # A configuration record may carry secrets: its dead letter keeps only its size and digest.
+    await runner.dead_letter(receiver_id, letter, msg.value or b"", keep_prefix=reason != "forbidden_record")

@@ -180,9 +180,11 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.headers_done and not self.complete and "content-length" not in self.headers \
+        # A body delimited by the close ends only at a clean close: a reset cuts it off, and a
+        # cut-off answer is no answer (a 200 whose body never arrived whole is not a delivery).
+        if exc is None and self.headers_done and not self.complete and "content-length" not in self.headers \
                 and "transfer-encoding" not in self.headers:
-            self.complete = True  # a body delimited by the close
+            self.complete = True
             self._answer()
             return
         reason = f"{type(exc).__name__}: {exc}" if exc else "connection closed by the receiver"

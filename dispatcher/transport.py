@@ -19,6 +19,7 @@ from typing import Protocol
 
 import aiohttp
 
+from .domain.untrusted import MAX_HEADER_VALUE, clean_text
 from .target_guard import BlockedTarget, TargetGuard
 
 # Response headers worth keeping for the developer UI; others are dropped.
@@ -107,8 +108,11 @@ class AiohttpTransport:
                 method, url, data=data, headers=headers, allow_redirects=False
             ) as resp:
                 raw = await _read_capped(resp, self._cap)
+                # aiohttp decodes header bytes that are not UTF-8 to lone surrogates, which no
+                # JSON encoder takes: the values are cleaned before they go anywhere.
                 kept = {k.lower(): v for k, v in resp.headers.items()}
-                kept = {k: v for k, v in kept.items() if k in KEPT_RESPONSE_HEADERS}
+                kept = {k: clean_text(v, MAX_HEADER_VALUE) for k, v in kept.items()
+                        if k in KEPT_RESPONSE_HEADERS}
                 return Response(resp.status, kept, decoded_body(raw, resp.headers, self._cap))
         except TimeoutError as exc:
             raise DeliveryError("timeout") from exc

@@ -125,6 +125,14 @@ class Dispatcher:
         for fut in futures:
             await fut
 
+    async def produce_commands(self, records: list[tuple[str, bytes]]) -> None:
+        """Produce the API's configuration and control records to the commands topic (workers only)."""
+        futures = [
+            await self.topology.commands.send(key=rid.encode(), value=value) for rid, value in records
+        ]
+        for fut in futures:
+            await fut
+
     async def send_outcome(self, receiver_id: str, partition: int, outcome: Outcome) -> None:
         """Report an outcome to the receiver's actor: at once if its partition is here and settled,
         else through the commands topic (waiting until the broker has it)."""

@@ -112,7 +112,7 @@ async def store_config(dispatcher: Dispatcher, config: ReceiverConfig) -> Receiv
     Waiting makes a message sent right after the answer find the receiver as
     configured, on whichever worker it lands.
     """
-    await dispatcher.produce_requests([(config.id, encode_upsert_record(config))])
+    await dispatcher.produce_commands([(config.id, encode_upsert_record(config))])
     state = await wait_applied(dispatcher, config.id, lambda state: state.config == config, "id")
     await subscription_published(dispatcher, config.id)  # an event published next finds it
     return state

@@ -129,7 +129,7 @@ async def delete_receiver(request: web.Request) -> web.Response:
     state = _receiver(dispatcher, request)
     rid = state.receiver_id
     if not state.deleting:
-        await dispatcher.produce_requests([(rid, encode_control_record(ReceiverControl("delete")))])
+        await dispatcher.produce_commands([(rid, encode_control_record(ReceiverControl("delete")))])
     _, current = await poll_state(dispatcher, rid, lambda s: s is None)
     if current is None:
         await subscription_published(dispatcher, rid)  # an event published next passes it by
@@ -152,7 +152,7 @@ async def reset_state(request: web.Request) -> web.Response:
     if state.deleting:
         raise InvalidInput("receiver_id", "is being deleted", code="conflict", status=409)
     if not state.resetting:
-        await dispatcher.produce_requests([(rid, encode_control_record(ReceiverControl("reset")))])
+        await dispatcher.produce_commands([(rid, encode_control_record(ReceiverControl("reset")))])
     def afresh(current: ReceiverState | None) -> bool:
         return current is not None and not current.resetting and current.active_since > state.active_since
 
@@ -211,6 +211,9 @@ async def message_status(request: web.Request) -> web.Response:
         why = "not known (never accepted, or older than the dedup window)"
         raise InvalidInput("message_id", why, code="not_found", status=404)
     body: dict[str, Any] = {"id": msg_id, "receiver_id": rid, "seq": seq}
+    entry = dispatcher.store.get_backlog(rid, seq)
+    if entry is not None and entry.get("time_note"):
+        body["time_note"] = entry["time_note"]  # the producer's accepted_at was not used, and why
     if dispatcher.store.pending(rid, seq):
         window = {slot.seq: slot for slot in state.window}
         attempts = window[seq].attempts if seq in window else (state.attempts if seq == state.head else 0)
@@ -245,7 +248,7 @@ def control_handler(action: str) -> Callable[[web.Request], Any]:
             if not isinstance(reason, str) or len(reason) > 500:
                 raise InvalidInput("reason", "must be a string of at most 500 characters")
         record = encode_control_record(ReceiverControl(action, reason))
-        await dispatcher.produce_requests([(state.receiver_id, record)])
+        await dispatcher.produce_commands([(state.receiver_id, record)])
         state = await wait_applied(dispatcher, state.receiver_id, applied[action])
         return _json(receiver_view(dispatcher, state, time.time()))
 

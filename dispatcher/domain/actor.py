@@ -34,6 +34,7 @@ from .plain import plain
 from .ratelimit import Bucket, burst_of
 from .records import Message, Outcome, ReceiverConfig, encode_backlog_entry
 from .retry import RetryPolicy, Verdict, parse_retry_after
+from .untrusted import safe_outcome
 from .window import Slot, find, floor, replaced, without
 
 _set_field = object.__setattr__  # only on a _Step's own copy of a state
@@ -277,6 +278,7 @@ class DeadLetter:
     msg_id: str
     seq: int | None = None
     detail: str = ""
+    message: Message | None = field(default=None, compare=False)  # its content goes with it
 
 
 @dataclass(slots=True, frozen=True)
@@ -379,7 +381,7 @@ def decide(
     if isinstance(command, Intake):
         step.intake(command)
     elif isinstance(command, Result):
-        step.result(command.outcome)
+        step.result(safe_outcome(command.outcome, facts.now))  # every value a receiver shaped, bounded
     elif isinstance(command, Control):
         step.control(command)
     else:
@@ -463,7 +465,7 @@ def _configure(
 def _unknown_receiver(command: Command) -> tuple[None, list[Effect]]:
     if isinstance(command, Intake):
         msg = command.message
-        return None, [DeadLetter(UNKNOWN_RECEIVER, msg.id, None, "no such receiver")]
+        return None, [DeadLetter(UNKNOWN_RECEIVER, msg.id, None, "no such receiver", msg)]
     return None, [Ignored("no such receiver")]
 
 
@@ -512,7 +514,7 @@ class _Step:
         msg, state = command.message, self.state
         if state.purging:
             reason, why = (RECEIVER_DELETED, "deleted") if state.deleting else (STATE_RESET, "reset")
-            self.actions.append(DeadLetter(reason, msg.id, None, f"the receiver is being {why}"))
+            self.actions.append(DeadLetter(reason, msg.id, None, f"the receiver is being {why}", msg))
             return
         if command.seen_seq is not None and command.seen_seq < state.next_seq:
             self.actions.append(Ignored("duplicate message id", msg.id, command.seen_seq))
@@ -526,7 +528,7 @@ class _Step:
         encoded = encode_backlog_entry(msg, seq)
         if refuses_new(state, self.policy, len(encoded)):
             detail = f"backlog full ({state.backlog} messages, {state.backlog_bytes} bytes): refused"
-            self.actions.append(DeadLetter(BACKLOG_FULL, msg.id, None, detail))
+            self.actions.append(DeadLetter(BACKLOG_FULL, msg.id, None, detail, msg))
             return
         self.update(
             next_seq=seq + 1,

@@ -19,6 +19,7 @@ from .errors import InvalidInput
 from .ids import check_id
 from .records import Message, check_event_type, reject_unknown
 from .subscriptions import STAR, check_tenant
+from .untrusted import producer_time
 
 EVENT_FIELDS = {"event_type", "payload", "tenant", "id"}
 
@@ -30,6 +31,7 @@ class Event:
     payload: Any
     tenant: str | None = None
     accepted_at: float = 0.0
+    time_note: str = ""  # why the producer's accepted_at was not used (the broker's time was)
 
 
 def parse_event_spec(body: object, make_id: Any, now: float) -> Event:
@@ -64,9 +66,8 @@ def decode_event(raw: bytes, fallback_id: str, fallback_time: float) -> Event:
     if not isinstance(data, dict):
         raise InvalidInput("record", "must be a JSON object")
     event = parse_event_spec({k: v for k, v in data.items() if k != "accepted_at"}, lambda: fallback_id, 0.0)
-    accepted_at = data.get("accepted_at")
-    at = float(accepted_at) if isinstance(accepted_at, (int, float)) and accepted_at > 0 else fallback_time
-    return Event(event.id, event.event_type, event.payload, event.tenant, at)
+    at, note = producer_time(data.get("accepted_at"), fallback_time)
+    return Event(event.id, event.event_type, event.payload, event.tenant, at, note)
 
 
 def copy_id(event_id: str, receiver_id: str) -> str:
@@ -78,5 +79,6 @@ def copy_id(event_id: str, receiver_id: str) -> str:
 def copy_for(event: Event, receiver_id: str) -> Message:
     msg_id = copy_id(event.id, receiver_id)
     return Message(
-        msg_id, receiver_id, event.event_type, event.payload, {}, event.accepted_at, from_event=True
+        msg_id, receiver_id, event.event_type, event.payload, {}, event.accepted_at, from_event=True,
+        time_note=event.time_note,
     )

@@ -1,10 +1,15 @@
 """Records on the topics and in the actor table, and their validation.
 
 Requests topic (key = receiver id, value = JSON object), written by the API or
-directly by producers:
+directly by producers; it carries messages only:
     {"kind": "message", "id"?, "event_type", "payload", "headers"?, "accepted_at"?}
-    {"kind": "receiver.upsert", "receiver": {...}}   (written by the API only)
-Commands topic (key = receiver id): {"kind": "outcome", ...} from delivery.
+Commands topic (key = receiver id), written by workers only (the API's
+configuration and control, delivery outcomes, timer wakes):
+    {"kind": "receiver.upsert", "receiver": {...}}
+    {"kind": "receiver.control", "action", "reason"}
+    {"kind": "outcome", ...} | {"kind": "wake"}
+A configuration record on the requests topic is refused (`forbidden_record`):
+whoever may enqueue messages must not be able to reroute or delete a receiver.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from .delivery_options import DeliveryOptions
 from .errors import InvalidInput
 from .headers import check_headers
 from .ids import check_id
+from .untrusted import clean_text, producer_time
 
 _EVENT_TYPE_RE = re.compile(r"[A-Za-z0-9_.:*-]{1,256}")
 MAX_URL_LEN = 2048
@@ -49,6 +55,7 @@ class Message:
     accepted_at: float = 0.0
     replay_of: int | None = None  # the dead-lettered seq this message replays
     from_event: bool = False  # a fan-out copy: its receiver takes it only if created before the event
+    time_note: str = ""  # why the producer's accepted_at was not used (the broker's time was)
 
 
 @dataclass(slots=True, frozen=True)
@@ -67,14 +74,15 @@ class ReceiverConfig:
 
     id: str
     url: str
-    secret: str  # `whsec_` (HMAC, v1) or `whsk_` (ed25519, v1a); never shown after creation
+    # `whsec_` (HMAC, v1) or `whsk_` (ed25519, v1a); never shown after creation, nor in a repr
+    secret: str = field(repr=False)
     event_types: tuple[str, ...] = ()
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)  # may carry credentials
     created_at: float = 0.0
     retry: dict[str, Any] | None = None  # validated overrides of the retry policy
     # Rotated-out secrets that still sign until their time: (secret, valid_until).
-    previous_secrets: tuple[tuple[str, float], ...] = ()
-    authorization: str = ""  # an Authorization header value the receiver asked for
+    previous_secrets: tuple[tuple[str, float], ...] = field(default=(), repr=False)
+    authorization: str = field(default="", repr=False)  # an Authorization header value the receiver asked for
     verify: bool = False  # hold deliveries until the URL passes the verification handshake
     verification: Verification | None = None
     options: DeliveryOptions = field(default_factory=DeliveryOptions)
@@ -224,7 +232,8 @@ def parse_message_spec(body: object, prefix: str, make_id: Any, now: float) -> M
 def reject_unknown(body: dict[str, Any], allowed: set[str], prefix: str) -> None:
     for key in body:
         if key not in allowed:
-            raise InvalidInput(prefix + str(key), "is not a known field")
+            name = clean_text(key, 64) or '""'  # a field name is the caller's text: bounded, never empty
+            raise InvalidInput(prefix + name, "is not a known field")
 
 
 def encode_message_record(msg: Message) -> bytes:
@@ -242,6 +251,8 @@ def encode_message_record(msg: Message) -> bytes:
         record["replay_of"] = msg.replay_of
     if msg.from_event:
         record["from_event"] = True
+    if msg.time_note:
+        record["time_note"] = msg.time_note
     return orjson.dumps(record)
 
 
@@ -253,41 +264,48 @@ def encode_control_record(control: ReceiverControl) -> bytes:
     return orjson.dumps({"kind": "receiver.control", "action": control.action, "reason": control.reason})
 
 
-def decode_request(
-    receiver_id: str, raw: bytes, fallback_id: str, fallback_time: float
-) -> Message | ReceiverConfig | ReceiverControl:
-    """Parse a requests-topic record; raise InvalidInput with the field at fault.
+FORBIDDEN_ON_REQUESTS = ("receiver.upsert", "receiver.control")
+
+
+def decode_request(receiver_id: str, raw: bytes, fallback_id: str, fallback_time: float) -> Message:
+    """Parse a requests-topic record (a message); raise InvalidInput with the field at fault.
 
     `fallback_id` names a message that came without an id (direct producers), so
     a replay of the same record gets the same id and is deduplicated.
+    `fallback_time` is the broker's timestamp, used when `accepted_at` is
+    missing or out of range (the message status then says so).
     """
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidInput("value", f"not JSON: {exc}", code="malformed") from exc
-    if not isinstance(data, dict):
-        raise InvalidInput("value", "must be a JSON object", code="malformed")
+    data = _json_object(raw)
     kind = data.get("kind", "message")
-    if kind == "receiver.upsert":
-        return _decode_upsert(receiver_id, data)
-    if kind == "receiver.control":
-        action = data.get("action")
-        if action not in CONTROL_ACTIONS:
-            raise InvalidInput("action", f"must be one of {', '.join(CONTROL_ACTIONS)}", code="malformed")
-        return ReceiverControl(action, str(data.get("reason") or ""))
+    if kind in FORBIDDEN_ON_REQUESTS:
+        raise InvalidInput(
+            "kind", f"{kind} records are taken only from the workers' commands topic", "forbidden_record"
+        )
     if kind != "message":
-        raise InvalidInput("kind", f"unknown record kind {kind!r}", code="malformed")
+        raise InvalidInput("kind", f"unknown record kind {str(kind)[:64]!r}", code="malformed")
     try:
         return _decode_message(receiver_id, data, fallback_id, fallback_time)
     except InvalidInput as exc:  # every bad record is dead-lettered as "malformed"
         raise InvalidInput(exc.field, exc.message, code="malformed") from exc
 
 
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput("value", f"not JSON: {exc}", code="malformed") from exc
+    if not isinstance(data, dict):
+        raise InvalidInput("value", "must be a JSON object", code="malformed")
+    return data
+
+
 def _decode_upsert(receiver_id: str, data: dict[str, Any]) -> ReceiverConfig:
     try:
         config = ReceiverConfig.from_dict(data["receiver"])
-    except (KeyError, TypeError) as exc:
-        raise InvalidInput("receiver", f"incomplete receiver record: {exc}", "malformed") from exc
+    except (KeyError, TypeError, ValueError) as exc:
+        # The exception's text could quote a secret: only its type is kept.
+        why = f"incomplete receiver record ({type(exc).__name__})"
+        raise InvalidInput("receiver", why, "malformed") from exc
     if config.id != receiver_id:
         raise InvalidInput("receiver.id", "does not match the record key", code="malformed")
     return config
@@ -304,15 +322,16 @@ def _decode_message(
     if "payload" not in data:
         raise InvalidInput("payload", "is required", code="malformed")
     headers = check_headers(data.get("headers"), "headers")
-    accepted_at = data.get("accepted_at")
-    if not isinstance(accepted_at, (int, float)) or isinstance(accepted_at, bool):
-        accepted_at = fallback_time
+    accepted_at, note = producer_time(data.get("accepted_at"), fallback_time)
+    carried = data.get("time_note")  # a fan-out copy carries its event's
+    if not note and isinstance(carried, str):
+        note = carried[:300]
     replay_of = data.get("replay_of")
     if replay_of is not None and (not isinstance(replay_of, int) or isinstance(replay_of, bool)):
         raise InvalidInput("replay_of", "must be a seq number", code="malformed")
     return Message(
-        msg_id, receiver_id, event_type, data["payload"], headers, float(accepted_at), replay_of,
-        data.get("from_event") is True,
+        msg_id, receiver_id, event_type, data["payload"], headers, accepted_at, replay_of,
+        data.get("from_event") is True, note,
     )
 
 
@@ -324,15 +343,28 @@ def encode_outcome(outcome: Outcome) -> bytes:
 WAKE_RECORD = orjson.dumps({"kind": "wake"})
 
 
-def decode_command(raw: bytes) -> Outcome | None:
+Command = Outcome | ReceiverConfig | ReceiverControl | None
+
+
+def decode_command(receiver_id: str, raw: bytes) -> Command:
     """Parse a commands-topic record (written only by workers); None is a wake-up."""
-    data = orjson.loads(raw)
+    data = _json_object(raw)
     kind = data.pop("kind", None)
     if kind == "wake":
         return None
+    if kind == "receiver.upsert":
+        return _decode_upsert(receiver_id, data)
+    if kind == "receiver.control":
+        action = data.get("action")
+        if action not in CONTROL_ACTIONS:
+            raise InvalidInput("action", f"must be one of {', '.join(CONTROL_ACTIONS)}", code="malformed")
+        return ReceiverControl(action, str(data.get("reason") or ""))
     if kind != "outcome":
-        raise InvalidInput("kind", f"unknown command {kind!r}", code="malformed")
-    return Outcome(**data)
+        raise InvalidInput("kind", f"unknown command {str(kind)[:64]!r}", code="malformed")
+    try:
+        return Outcome(**data)
+    except TypeError as exc:
+        raise InvalidInput("outcome", f"unreadable outcome: {exc}", code="malformed") from exc
 
 
 def encode_backlog_entry(msg: Message, seq: int) -> bytes:
@@ -346,5 +378,6 @@ def encode_backlog_entry(msg: Message, seq: int) -> bytes:
             "headers": msg.headers,
             "accepted_at": msg.accepted_at,
             "replay_of": msg.replay_of,
+            **({"time_note": msg.time_note} if msg.time_note else {}),
         }
     )

@@ -25,6 +25,7 @@ STANDARD_SCHEDULE: tuple[float, ...] = (
     5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0, 50400.0, 72000.0, 86400.0,
 )
 _RETRYABLE = frozenset({408, 425, 429})
+_DELTA_SECONDS_RE = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() takes "²" and "٣"
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)?")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY, None: 1.0}
 
@@ -134,21 +135,22 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     """Seconds to wait from a `Retry-After` value (delta-seconds or HTTP-date).
 
     Garbage, negative and past values give None (fall back to the schedule).
+    Total: the value is a receiver's, so nothing it holds may raise here.
     """
-    if value is None:
+    if not isinstance(value, str):
         return None
-    text = value.strip()
+    text = value.strip()[:64]
     if not text:
         return None
-    if text.isdigit():
+    if _DELTA_SECONDS_RE.fullmatch(text):
         return float(text) if len(text) <= 12 else MAX_RETRY_AFTER
     try:
         when: datetime = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError, OverflowError):
+        if when.tzinfo is None:  # HTTP-dates are GMT
+            return None
+        delta = when.timestamp() - now
+    except Exception:  # noqa: BLE001 - any date the parser cannot take is garbage
         return None
-    if when.tzinfo is None:  # HTTP-dates are GMT
-        return None
-    delta = when.timestamp() - now
     return delta if delta > 0 else None
 
 

@@ -1,0 +1,122 @@
+"""Bounds on what comes from outside: a receiver's answer, a producer's record.
+
+Everything here is pure and total: it never raises, whatever it is given, so
+no value a receiver or producer chose can break the actor's decision or a
+dead letter's encoding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .records import Outcome
+
+MAX_KEPT_HEADERS = 16
+MAX_HEADER_NAME = 64
+MAX_HEADER_VALUE = 1024
+MAX_BODY_PREFIX = 1024
+MAX_ERROR = 500
+RAW_PREFIX = 2048  # bytes of an unreadable record a dead letter keeps
+# Producer timestamps: how far from the broker's own they may be and still count.
+MAX_FUTURE_SKEW = 300.0
+MAX_PAST = 90 * 86400.0  # the longest max_age a receiver may set
+
+
+def clean_text(value: object, limit: int) -> str:
+    """A string safe to encode as JSON and log: valid UTF-8 (lone surrogates replaced), at most `limit`."""
+    text = value if isinstance(value, str) else ("" if value is None else repr(value))
+    text = text[:limit]
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def clean_status(value: object) -> int | None:
+    """An HTTP status a receiver sent, or None when it is not one (counts as no answer)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 999:
+        return value
+    return None
+
+
+def clean_headers(headers: object) -> dict[str, str]:
+    if not isinstance(headers, dict):
+        return {}
+    out: dict[str, str] = {}
+    for name, value in list(headers.items())[:MAX_KEPT_HEADERS]:
+        out[clean_text(name, MAX_HEADER_NAME).lower()] = clean_text(value, MAX_HEADER_VALUE)
+    return out
+
+
+MAX_LATENCY_MS = 86_400_000.0  # a day: no attempt waits longer
+
+
+def clean_latency(value: object) -> float:
+    if _finite(value) and value >= 0:  # type: ignore[operator]
+        return min(float(value), MAX_LATENCY_MS)  # type: ignore[arg-type]
+    return 0.0
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def safe_outcome(outcome: Outcome, now: float) -> Outcome:
+    """The outcome with every value a receiver could shape made well-formed and bounded.
+
+    A status that is not an HTTP status becomes "no answer" (a failed attempt on
+    the normal schedule); an `at` that is not a finite time becomes `now`.
+    """
+    status = clean_status(outcome.status)
+    error = outcome.error
+    if status is None and outcome.status is not None:
+        error = f"invalid HTTP status {clean_text(outcome.status, 40)}"
+    at = outcome.at
+    if not _finite(at):
+        at = now
+    return replace(
+        outcome,
+        ok=bool(outcome.ok) and status is not None and 200 <= status < 300,
+        status=status,
+        error=None if error is None else clean_text(error, MAX_ERROR),
+        latency_ms=clean_latency(outcome.latency_ms),
+        at=float(at),
+        body_prefix=clean_text(outcome.body_prefix, MAX_BODY_PREFIX),
+        headers=clean_headers(outcome.headers),
+    )
+
+
+def raw_summary(raw: bytes | None, prefix: int = RAW_PREFIX) -> dict[str, Any]:
+    """What a dead letter keeps of a record it cannot read: a bounded prefix, the size and a sha256."""
+    data = raw or b""
+    return {
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "prefix": data[:prefix].decode("utf-8", "replace"),
+        "truncated": len(data) > prefix,
+    }
+
+
+def producer_time(value: object, broker_time: float) -> tuple[float, str]:
+    """A producer's `accepted_at`, or the broker's timestamp with a note saying why not.
+
+    Milliseconds, far-future or ancient times would make every attempt fail as
+    "too old" (or never expire) and be blamed on the receiver.
+    """
+    if value is None:
+        return broker_time, ""
+    if not _finite(value):
+        return broker_time, "accepted_at is not a number of seconds: the broker's timestamp is used"
+    if broker_time > 0 and not broker_time - MAX_PAST <= value <= broker_time + MAX_FUTURE_SKEW:
+        return broker_time, (
+            f"accepted_at {value:.17g} is out of range (more than {MAX_FUTURE_SKEW:g} s ahead of or "
+            f"{MAX_PAST / 86400:g} days behind the broker's timestamp): the broker's timestamp is used"
+        )
+    if value <= 0:
+        return broker_time, "accepted_at must be positive: the broker's timestamp is used"
+    return float(value), ""
