@@ -27,10 +27,12 @@ from .domain.actor import Command, Effect, Facts, Policy, ReceiverState
 from .domain.records import Message, Outcome
 from .domain.subscriptions import encode_subscription
 from .domain.untrusted import RAW_PREFIX, clean_text, raw_summary
+from .table_writer import Fenced, WriteRefused
 from .timers import PartitionTimers
 
 log = logging.getLogger(__name__)
 OUTCOME_FIELDS = tuple(f.name for f in fields(Outcome))
+FORGET_STEP = 1000  # table entries a deleted receiver's command removes; a wake does the rest
 UNAPPLIED_RETRY = 60.0  # seconds before a receiver whose outcome could not be applied is woken
 
 SendDeadLetter = Callable[[str, bytes], Awaitable[None]]
@@ -65,6 +67,8 @@ class ActorRunner:
         self.lock = asyncio.Lock()
         # May an outcome be applied here now? (the partition is owned and no rebalance is under way)
         self.writable: Callable[[int], bool] = lambda partition: False
+        # May this worker write its tables at all now? (the stall fence)
+        self.may_write: Callable[[], bool] = lambda: True
 
     async def handle(self, receiver_id: str, partition: int, command: Command) -> None:
         """Apply one command from the stream."""
@@ -84,6 +88,8 @@ class ActorRunner:
             self.deliverer.release(receiver_id, outcome.token)
             try:
                 await self._handle(receiver_id, partition, actor.Result(outcome))
+            except WriteRefused:
+                raise
             except Exception as exc:
                 log.exception("cannot apply outcome receiver_id=%s msg_id=%s seq=%s attempt=%d",
                               receiver_id, outcome.msg_id, outcome.seq, outcome.attempt)
@@ -102,12 +108,16 @@ class ActorRunner:
                          error=f"unusable response ({type(exc).__name__})")
         try:
             await self._handle(receiver_id, partition, actor.Result(failed))
+        except WriteRefused:
+            raise
         except Exception:
             log.exception("cannot apply outcome receiver_id=%s msg_id=%s seq=%s even as a failure",
                           receiver_id, outcome.msg_id, outcome.seq)
             self.timers.set(receiver_id, partition, self.clock() + UNAPPLIED_RETRY)
 
     async def _handle(self, receiver_id: str, partition: int, command: Command) -> None:
+        if not self.may_write():  # checked once per command, so none is applied in part
+            raise Fenced("ownership in doubt after a stall: the command waits for the group's word")
         now = self.clock()
         state = self.store.load(receiver_id)
         if isinstance(command, actor.Wake) and state is not None:
@@ -126,7 +136,7 @@ class ActorRunner:
             sending = self._run(receiver_id, partition, new_state, effect)
             if sending is not None:
                 await sending
-        if new_state is not None:
+        if new_state is not None and not (new_state.deleting and self.store.peek(receiver_id) is None):
             self.set_timer(new_state, partition)
         else:
             self.timers.set(receiver_id, partition, None)
@@ -176,15 +186,16 @@ class ActorRunner:
             case actor.ForgetHistory():
                 self.store.forget(receiver_id, partition, HISTORY)
             case actor.Forget():
-                removed = self.store.forget(receiver_id, partition)
-                log.info("receiver_id=%s deleted (%d table entries removed)", receiver_id, removed)
+                removed, gone = self.store.forget_step(receiver_id, partition, FORGET_STEP)
+                if gone:
+                    log.info("receiver_id=%s deleted (last %d table entries removed)", receiver_id, removed)
             case actor.MovedLane(lane, p90, timeouts):
                 log.info("receiver_id=%s moved to the %s lane (p90 %s ms, %d timeouts in a row)",
                          receiver_id, lane, p90, timeouts)
             case actor.DeadLetterHead():
                 return self._dead_letter_head(receiver_id, effect)
-            case actor.TrimDeadLetters(keep):
-                self.store.trim_dead_letters(receiver_id, partition, keep)
+            case actor.TrimDeadLetters(_, excess):
+                self.store.trim_dead_letters(receiver_id, partition, excess)
             case actor.LogAttempt():
                 self.store.log_attempt(receiver_id, effect.number, attempt_record(effect))
             case actor.DeadLetter():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import Any, Protocol, SupportsBytes
 
 import orjson
@@ -214,6 +215,27 @@ class ActorStore:
         """The newest state, like `load`, but one not cached stays out of the cache of hot states."""
         return self._states.get(receiver_id) or self._stored_state(receiver_id)
 
+    def forget_step(self, receiver_id: str, partition: int, limit: int) -> tuple[int, bool]:
+        """Delete up to `limit` of a deleted receiver's entries, its state last: (deleted, all gone).
+
+        Bounded, so a receiver with a million dedup ids is forgotten over many
+        commands instead of stalling its partition in one.
+        """
+        doomed: list[bytes] = []
+        for kind in ALL_ENTRIES:
+            room = limit - len(doomed)
+            doomed += [key for key, _ in self._scan(partition, keys.prefix(kind, receiver_id), room)]
+            if len(doomed) >= limit:
+                break
+        for key in doomed:  # collected first: no deletes while RocksDB iterates
+            self._io.delete(partition, key)
+        if len(doomed) >= limit:
+            return len(doomed), False
+        self._heads.clear()
+        self._states.pop(receiver_id, None)
+        self._io.delete(partition, keys.state_key(receiver_id))
+        return len(doomed) + 1, True
+
     def forget(self, receiver_id: str, partition: int, kinds: tuple[bytes, ...] = ALL_ENTRIES) -> int:
         """Delete the receiver's entries of `kinds` (by default all, and its state); return the count."""
         self._heads.clear()
@@ -271,9 +293,10 @@ class ActorStore:
     def put_dead_letter(self, receiver_id: str, seq: int, record: bytes) -> None:
         self._put(receiver_id, keys.numbered_key(keys.DEAD, receiver_id, seq), record)
 
-    def trim_dead_letters(self, receiver_id: str, partition: int, keep: int) -> None:
-        entries = [key for key, _ in self._scan(partition, keys.prefix(keys.DEAD, receiver_id))]
-        for key in entries[: max(0, len(entries) - keep)]:
+    def trim_dead_letters(self, receiver_id: str, partition: int, excess: int) -> None:
+        """Delete the oldest `excess` dead letters: reads `excess` entries, however many are kept."""
+        oldest = [key for key, _ in self._scan(partition, keys.prefix(keys.DEAD, receiver_id), excess)]
+        for key in oldest:  # collected first: no deletes while RocksDB iterates
             self._delete(receiver_id, key)
 
     def dead_letter(self, receiver_id: str, seq: int) -> dict[str, Any] | None:
@@ -317,10 +340,8 @@ class ActorStore:
     def _scan(
         self, partition: int, prefix: bytes, limit: int | None = None, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
-        for count, (key, value) in enumerate(self._io.items(partition, prefix, start)):
-            if limit is not None and count >= limit:
-                return
-            yield key, value
+        # islice stops at `limit` without reading one entry more
+        yield from islice(self._io.items(partition, prefix, start), limit)
 
 
 def _retained(raw: bytes) -> tuple[float, dict[str, Any] | None]:

@@ -19,6 +19,7 @@ from .actor_runner import ActorRunner
 from .domain import actor
 from .domain.errors import InvalidInput
 from .domain.records import ReceiverConfig, ReceiverControl, decode_command, decode_request
+from .table_writer import WriteRefused
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ async def apply_record(msg: Any, commands_topic: str, runner: ActorRunner) -> No
             await runner.handle(receiver_id, msg.partition, _request_command(runner, receiver_id, msg))
     except InvalidInput as exc:
         await _reject(runner, receiver_id, msg, exc.code, exc.field + ": " + exc.message)
+    except WriteRefused:
+        raise  # not the record's fault: it stays unacked, and is read again by the next owner
     except Exception as exc:
         log.exception("cannot apply record %s[%d]@%d", msg.topic, msg.partition, msg.offset)
         await _reject(runner, receiver_id, msg, "internal_error", f"{type(exc).__name__}: {exc}")

@@ -87,8 +87,10 @@ class Deliverer:
         clock: Callable[[], float] = time.time,
         report_backoff: float = 0.5,
         batch_max_bytes: int = 1 << 20,
+        may_post: Callable[[int], bool] = lambda partition: True,
     ) -> None:
         self._transport = transport
+        self.may_post = may_post  # is the partition still ours (the stall fence) as the POST starts?
         self._send_outcome = send_outcome
         self.pool = pool
         self._load_entries = load_entries
@@ -230,6 +232,12 @@ class Deliverer:
 
     async def _run(self, job: Job) -> None:
         """Post (holding the job's slots), then report the outcome to the actor."""
+        if not self.may_post(job.partition):  # waited for a slot across a stall: ownership in doubt
+            self._free_slot(job.lane, job.host)
+            log.info("receiver_id=%s seq=%s attempt=%d not posted: ownership in doubt",
+                     job.receiver_id, job.seq, job.attempt)
+            self._forget(job)
+            return
         try:
             outcome = await (self._probe(job) if job.probe else self._attempt(job))
         finally:

@@ -22,6 +22,7 @@ from typing import Any
 
 from .actor_runner import ActorRunner
 from .failures import log_failure
+from .fence import Fence
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +34,11 @@ PAUSE = 0.002
 
 
 class Ownership:
-    def __init__(self, app: Any, requests_topic: str, runner: ActorRunner) -> None:
+    def __init__(
+        self, app: Any, requests_topic: str, runner: ActorRunner, fence: Fence | None = None
+    ) -> None:
         self._app = app
+        self.fence = fence or Fence(float("inf"), 0.0)
         self._topic = requests_topic
         self._runner = runner
         self.owned: set[int] = set()
@@ -53,9 +57,15 @@ class Ownership:
         Not from the start of a rebalance (Faust sets `rebalancing` before it
         flushes and hands partitions over) until the new assignment is recovered.
         """
-        return self.recovered and not self._app.rebalancing and partition in self.owned
+        owned = self.recovered and not self._app.rebalancing and partition in self.owned
+        return owned and self.fence.allows()
+
+    def may_post(self, partition: int) -> bool:
+        """A POST for the partition may start: it is owned here, and no stall put that in doubt."""
+        return partition in self.owned and self.fence.allows()
 
     async def on_revoked(self, sender: Any = None, revoked: Any = None, **_: Any) -> None:
+        self.fence.on_revoked()
         self._runner.timers.paused = True
         self.recovered = False
         self._generation += 1
@@ -80,6 +90,7 @@ class Ownership:
             # On failure its partitions stay unbuilt until the next recovery.
             self._rebuild.add_done_callback(log_failure(log, "timer rebuild failed"))
         self.recovered = True
+        self.fence.on_assigned()
         self._runner.timers.paused = False
         log.info("partitions owned=%s gained=%s lost=%s; rebuilding the timers of %s",
                  sorted(actives), sorted(gained), sorted(lost), sorted(rebuild))

@@ -3,24 +3,34 @@
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import logging
 import os
 import resource
-from collections.abc import Iterator, Mapping
+import socket
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
+
+from yarl import URL
 
 from .domain.actor import Policy
 from .domain.addresses import AllowList, TargetPolicy
 from .domain.breaker import BreakerPolicy
 from .domain.delivery_options import OVERFLOW_POLICIES
+from .domain.dns_cache import DnsPolicy
 from .domain.errors import InvalidInput
 from .domain.lanes import Lane, LanePolicy
 from .domain.retry import RetryPolicy, parse_schedule
 from .domain.slots import SlotPool, parse_host_limits
 
 _TRUE = {"1", "true", "yes", "on"}
+RECORD_OVERHEAD = 4096  # a record's key, headers and batch framing, beside its value
 _FALSE = {"0", "false", "no", "off", ""}
+
+
+log = logging.getLogger(__name__)
 
 
 class SettingsError(ValueError):
@@ -33,6 +43,10 @@ class Settings:
     app_id: str = "webhook-dispatcher"
     web_host: str = "127.0.0.1"
     web_port: int = 8080
+    # The URL the other workers reach this one at (Faust's canonical_url: requests about a
+    # receiver are forwarded there). Unset: http://{web_host}:{web_port}, with this host's name
+    # instead of a wildcard web_host (0.0.0.0, ::), which no other worker can dial.
+    advertised_url: str = ""
     data_dir: Path = Path("./data")
     partitions: int = 8
     api_token: str = ""
@@ -50,6 +64,10 @@ class Settings:
     response_cap: int = 64 * 1024
     # http1 (dispatcher/http1.py, the default) or aiohttp: the client that makes deliveries
     http_client: str = "http1"
+    # DNS of receiver hosts (dispatcher/dns_resolver.py): each lookup's timeout, its wait for a slot
+    # included, and the lookups in flight per worker, so slow names cannot hold up the others
+    dns_timeout: float = 5.0
+    dns_max_lookups: int = 64
     # receivers
     verify_endpoints: bool = False  # default of a receiver's `verify`
     secret_grace: float = 86400.0  # how long a rotated-out secret still signs
@@ -95,6 +113,10 @@ class Settings:
     max_payload: int = 256 * 1024
     max_batch: int = 1000
     max_request_body: int = 32 * 1024 * 1024
+    # The largest record the worker produces (Kafka's default `max.message.bytes` is about 1 MB).
+    # A message whose stored entry, or an event whose copies, would not fit is dead-lettered as
+    # `too_large` instead of failing the changelog or fan-out again and again.
+    max_record_bytes: int = 1_000_000
     dedup_window: float = 24 * 3600.0
     # Settled messages stay readable through GET /v1/receivers/{id}/events this long (0: off).
     retain_seconds: float = 24 * 3600.0
@@ -151,9 +173,27 @@ class Settings:
                 values[f.name] = _convert(f.name, raw, getattr(base, f.name))
         return replace(base, **values)
 
+    def canonical_url(self, host_name: Callable[[], str] | None = None) -> str:
+        """The URL this worker advertises to the others (checked; see `advertised_url`)."""
+        if self.advertised_url:
+            return check_advertised_url(self.advertised_url)
+        if not is_wildcard(self.web_host):
+            return str(URL.build(scheme="http", host=self.web_host.strip("[]"), port=self.web_port))
+        url = str(URL.build(scheme="http", host=(host_name or own_host_name)(), port=self.web_port))
+        # A warning: logging is not set up yet when the app is built, and a guess deserves one.
+        log.warning(
+            "DISPATCHER_WEB_HOST=%s binds every interface; advertising %s to the other workers "
+            "(set DISPATCHER_ADVERTISED_URL if they cannot reach it there)", self.web_host, url,
+        )
+        return url
+
     def target_policy(self) -> TargetPolicy:
         with _as_settings_error():
             return TargetPolicy(AllowList.parse(self.allow_targets))
+
+    def dns_policy(self) -> DnsPolicy:
+        with _as_settings_error():
+            return DnsPolicy(timeout=self.dns_timeout, max_lookups=self.dns_max_lookups)
 
     def policy(self) -> Policy:
         """The actor's default policy; a receiver's `retry` object overrides its part."""
@@ -181,6 +221,7 @@ class Settings:
         return Policy(
             retry, breaker, self.dedup_window, self.disable_after, self.dead_letters_keep,
             lanes=lanes, backlog_max=self.backlog_max, backlog_max_bytes=self.backlog_max_bytes,
+            max_entry_bytes=self.max_record_bytes - RECORD_OVERHEAD,
             backlog_overflow=self.backlog_overflow, retain=self.retain_seconds,
         )
 
@@ -204,6 +245,50 @@ def _as_settings_error() -> Iterator[None]:
         yield
     except InvalidInput as exc:
         raise SettingsError(f"{exc.field}: {exc.message}") from exc
+
+
+def is_wildcard(host: str) -> bool:
+    """Whether binding `host` listens on every interface (empty, 0.0.0.0, ::)."""
+    try:
+        return not host or ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:  # a name, not an address
+        return False
+
+
+LOOPBACK_NAMES = {"localhost", "localhost6", "ip6-localhost", "ip6-loopback"}
+
+
+def own_host_name() -> str:
+    """This host's name as other hosts know it: the FQDN where there is one (a StatefulSet pod's
+    /etc/hosts lists `pod.service.namespace.svc...`), else the plain host name.
+
+    getfqdn says "localhost" where /etc/hosts puts the host's name on a loopback line after it.
+    """
+    fqdn = socket.getfqdn()
+    if fqdn and fqdn.split(".")[0].lower() not in LOOPBACK_NAMES:
+        return fqdn
+    return socket.gethostname()
+
+
+def check_advertised_url(raw: str) -> str:
+    """DISPATCHER_ADVERTISED_URL as Faust's canonical_url: scheme, host and port only.
+
+    Forwarding keeps the request's own path and query and sends the API token, so a path would be
+    ignored and credentials would leak into every worker's routing table: both are refused.
+    """
+    why = 'must be an absolute http:// or https:// URL such as "http://worker-0.dispatcher:8080"'
+    try:
+        url = URL(raw.strip())
+        port = url.port
+    except ValueError as exc:
+        raise SettingsError(f"DISPATCHER_ADVERTISED_URL={raw!r}: {why} ({exc})") from exc
+    if url.scheme not in ("http", "https") or not url.host or port is None:
+        raise SettingsError(f"DISPATCHER_ADVERTISED_URL={raw!r}: {why}")
+    extras = (url.user, url.password, url.query_string, url.fragment, url.path.strip("/"))
+    if any(extras):
+        raise SettingsError(f"DISPATCHER_ADVERTISED_URL={raw!r}: scheme, host and port only (no path, "
+                            "query, fragment or credentials)")
+    return str(url.with_path(""))
 
 
 def open_files_limit() -> int:

@@ -23,6 +23,12 @@ is a prefix of the changelog up to the offset it records: the next start
 keeps it and reads only the changelog's tail (Faust's recovery from the
 stored offset), instead of rebuilding every receiver from the whole changelog.
 
+A write that fails (a changelog batch the broker refuses, a RocksDB write on a
+full disk) stops the table for good: every later write and flush raises
+`StorageFailed` and `on_fault` is told, so the worker stops instead of going
+on with a hole. No offset is committed past the lost write, and the next owner
+rebuilds the partitions from the changelog.
+
 RocksDB writes skip its write-ahead log for the same reason: the changelog
 is the durable copy. An unlogged store keeps on disk a prefix of its writes
 (memtables are flushed in order), and a prefix is all the recovery needs.
@@ -36,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import count
 from typing import Any, SupportsBytes
@@ -70,6 +76,26 @@ def open_unlogged(store: Any) -> None:
     options.open = open_without_wal
 
 
+class WriteRefused(RuntimeError):
+    """A table write this worker may not make; the record that wanted it is read again later."""
+
+
+class StorageFailed(WriteRefused):
+    """The actor table lost a write: nothing more may be applied or committed on this worker."""
+
+
+class Fenced(WriteRefused):
+    """This worker's ownership is in doubt (see `domain/stall_fence.py`): no write until confirmed."""
+
+
+def _ignore_fault(exc: BaseException) -> None:
+    return None
+
+
+def _always() -> bool:
+    return True
+
+
 @dataclass(slots=True)
 class _Sent:
     """A changelog batch handed to the producer, and the writes it carries."""
@@ -79,8 +105,15 @@ class _Sent:
 
 
 class ChangelogTable:
-    def __init__(self, table: Any, linger: float = LINGER) -> None:
+    def __init__(
+        self, table: Any, linger: float = LINGER, on_fault: Callable[[BaseException], None] = _ignore_fault,
+        may_write: Callable[[], bool] = _always,
+    ) -> None:
         self._table = table
+        self._on_fault = on_fault
+        # The stall fence: while ownership is in doubt nothing is sent or flushed (the runner
+        # checks it before each command, so no command is applied in part).
+        self._may_write = may_write
         self._linger = linger
         open_unlogged(table.data)
         self._pending: dict[int, list[Record]] = {}  # written, not handed to the producer yet
@@ -90,7 +123,22 @@ class ChangelogTable:
         self._numbers = count(1)
         self._lock: asyncio.Lock | None = None  # one drain at a time keeps each partition's order
         self._wakeup: asyncio.Event | None = None
-        self._error: BaseException | None = None
+        self._fault: BaseException | None = None  # the first lost write; set for good
+
+    @property
+    def failed(self) -> bool:
+        return self._fault is not None
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._fault is None:
+            self._fault = exc
+            log.critical("an actor table write failed (%s: %s): the worker stops; the next owner "
+                         "rebuilds its partitions from the changelog", type(exc).__name__, exc)
+            self._on_fault(exc)
+
+    def _check(self) -> None:
+        if self._fault is not None:
+            raise StorageFailed(f"the actor table lost a write: {self._fault}") from self._fault
 
     @property
     def _store(self) -> Any:
@@ -130,6 +178,7 @@ class ChangelogTable:
         self._write(partition, key, None)
 
     def _write(self, partition: int, key: bytes, value: Value | None) -> None:
+        self._check()
         self._db(partition)  # open now: the acked batch is stored where this worker holds the partition
         number = next(self._numbers)
         self._unacked.setdefault(partition, {})[key] = (number, value)
@@ -146,20 +195,33 @@ class ChangelogTable:
             self._wakeup.clear()
             try:
                 await self._drain()
-            except Exception as exc:  # flush raises it, so nothing is committed past it
-                log.exception("changelog send failed")
-                self._error = exc
+            except Exception as exc:  # noqa: BLE001 - every flush raises it from now on
+                self._fail(exc)
 
     async def flush(self) -> None:
         """Send everything written so far and wait until the broker has it and RocksDB holds it."""
-        await self._drain()
-        for partition, sent in list(self._sent.items()):
-            for batch in list(sent):
-                await batch.future  # raises if the batch failed
-            self._store_acked(partition)
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
+        self._check()
+        if not self._may_write():
+            raise Fenced("ownership in doubt after a stall: nothing is committed until it is confirmed")
+        try:
+            await self._drain()
+            for partition, sent in list(self._sent.items()):
+                for batch in list(sent):
+                    await batch.future  # raises if the batch failed
+                self._store_acked(partition)
+        except Exception as exc:  # noqa: BLE001 - raised below as StorageFailed, for good
+            self._fail(exc)
+        self._check()
+
+    def discard_unsent(self) -> None:
+        """Drop every write not yet handed to the producer: a fenced worker's partitions are being
+        reassigned, and the records that made these writes were never committed (read again)."""
+        for partition, records in self._pending.items():
+            unacked = self._unacked.get(partition, {})
+            for key, _, number in records:
+                if unacked.get(key, (0, None))[0] == number:
+                    del unacked[key]
+        self._pending.clear()
 
     def forget_partitions(self, partitions: set[int]) -> None:
         """Partitions handed over (after the flush that precedes it): their overlay is the next owner's."""
@@ -171,7 +233,7 @@ class ChangelogTable:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            while self._pending:
+            while self._pending and self._may_write():  # fenced: held until ownership is known
                 pending, self._pending = self._pending, {}
                 producer = self._table.app.producer._producer  # aiokafka's, started with the app
                 topic = self._table.changelog_topic.get_topic_name()
@@ -209,7 +271,17 @@ class ChangelogTable:
     ) -> None:
         future = await producer.send_batch(batch, topic, partition=partition)
         self._sent.setdefault(partition, deque()).append(_Sent(future, records))
-        future.add_done_callback(lambda _: self._store_acked(partition))
+        future.add_done_callback(lambda done: self._on_acked(partition, done))
+
+    def _on_acked(self, partition: int, future: asyncio.Future[Any]) -> None:
+        try:
+            if future.cancelled():
+                raise StorageFailed("a changelog send was cancelled")
+            if future.exception() is not None:
+                raise future.exception()  # type: ignore[misc]
+            self._store_acked(partition)
+        except Exception as exc:  # noqa: BLE001 - a refused batch, or RocksDB refused the acked one
+            self._fail(exc)
 
     def _store_acked(self, partition: int) -> None:
         """Write the partition's acked batches to RocksDB, oldest first, with the offset they end at.

@@ -5,7 +5,9 @@ Three checks, each on what aiohttp will really use:
   once, so a bad URL is a clear 422 before anything is stored;
 - `GuardedResolver`: every name is resolved once per connection (aiohttp then
   dials only what the resolver returned), and denied addresses are dropped, so
-  a name that rebinds to an internal address between checks still fails;
+  a name that rebinds to an internal address between checks still fails. The
+  answers may come from the resolver's TTL cache (`dns_resolver.py`), but the
+  policy check is made on every one of them, every time;
 - `socket_factory`: the last word before `connect()`, on the socket address
   itself, which also covers IP-literal hosts (aiohttp never calls a resolver
   for those).
@@ -19,9 +21,10 @@ import socket
 from typing import Any
 
 from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import DefaultResolver
 
+from .dns_resolver import AresLookup, CachingResolver
 from .domain.addresses import IPAddress, TargetPolicy, check_literal_target, parse_target
+from .domain.dns_cache import DnsPolicy
 from .domain.errors import InvalidInput
 
 log = logging.getLogger(__name__)
@@ -32,20 +35,26 @@ class BlockedTarget(OSError):
 
 
 class TargetGuard:
-    def __init__(self, policy: TargetPolicy, resolver: AbstractResolver | None = None) -> None:
+    def __init__(
+        self, policy: TargetPolicy, resolver: AbstractResolver | None = None, dns: DnsPolicy | None = None
+    ) -> None:
+        """`resolver` replaces the default c-ares one (cached, coalesced, capped, timed out by `dns`)."""
         self.policy = policy
         self._resolver = resolver
+        self._dns = dns or DnsPolicy()
 
     def _inner(self) -> AbstractResolver:
-        # Created lazily: aiohttp's resolvers want a running loop.
         if self._resolver is None:
-            self._resolver = DefaultResolver()
+            self._resolver = CachingResolver(AresLookup(self._dns.timeout), self._dns)
         return self._resolver
 
     async def resolve_allowed(
         self, host: str, port: int, family: int = socket.AF_UNSPEC
     ) -> list[ResolveResult]:
-        """Resolve `host` once and keep only the addresses the policy allows."""
+        """Resolve `host` once and keep only the addresses the policy allows.
+
+        The answers may come from a cache; this check never does, so it runs on every call.
+        """
         answers = await self._inner().resolve(host, port, family)
         allowed: list[ResolveResult] = []
         refused: list[str] = []

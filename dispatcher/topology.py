@@ -108,10 +108,11 @@ def faust_config(settings: Settings, web_middlewares: list[Any]) -> dict[str, An
         "producer_linger": settings.producer_linger,
         "producer_acks": -1,
         "producer_max_batch_size": settings.producer_max_batch_bytes,
+        "producer_max_request_size": settings.max_record_bytes,
         "web_host": settings.web_host,
         "web_port": settings.web_port,
         "web_bind": settings.web_host,
-        "canonical_url": f"http://{settings.web_host}:{settings.web_port}",
+        "canonical_url": settings.canonical_url(),  # DISPATCHER_ADVERTISED_URL, or derived from web_host
         "web_application_options": {
             "middlewares": web_middlewares,
             "client_max_size": settings.max_request_body,

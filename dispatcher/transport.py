@@ -77,7 +77,7 @@ class AiohttpTransport:
         connector = aiohttp.TCPConnector(
             limit=self._limit,
             limit_per_host=0,
-            ttl_dns_cache=60,  # holds only addresses the guard allowed
+            use_dns_cache=False,  # the guard's resolver caches by each answer's TTL
             resolver=self._guard.resolver(),
             socket_factory=self._guard.socket_factory,
             ssl=self._ssl,
@@ -107,7 +107,10 @@ class AiohttpTransport:
             async with self._session.request(
                 method, url, data=data, headers=headers, allow_redirects=False
             ) as resp:
+                closed = _close_watch(resp)
                 raw = await _read_capped(resp, self._cap)
+                if closed is not None and closed.done() and closed.exception() is not None:
+                    raise DeliveryError("the connection was reset before the body ended")
                 # aiohttp decodes header bytes that are not UTF-8 to lone surrogates, which no
                 # JSON encoder takes: the values are cleaned before they go anywhere.
                 kept = {k.lower(): v for k, v in resp.headers.items()}
@@ -149,6 +152,28 @@ def decoded_body(raw: bytes, headers: Mapping[str, str], cap: int) -> bytes:
         return zlib.decompressobj(wbits).decompress(raw, cap)
     except zlib.error:
         return raw
+
+
+def _close_watch(resp: aiohttp.ClientResponse) -> asyncio.Future[None] | None:
+    """For a body delimited by the close: a future that fails if the close was a reset.
+
+    aiohttp ends such a body at any close, so a 200 whose body a reset cut off
+    would read as a whole answer; a cut-off answer is no answer.
+    """
+    close_delimited = "content-length" not in resp.headers and "chunked" not in resp.headers.get(
+        "transfer-encoding", "").lower()
+    connection = resp.connection
+    if not close_delimited or connection is None or connection.protocol is None:
+        return None
+    closed = connection.protocol.closed
+    if closed is not None:
+        closed.add_done_callback(_retrieve)
+    return closed
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()  # read, so asyncio does not log it as never retrieved
 
 
 async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:

@@ -19,16 +19,17 @@ from .deliverer import API_SLOTS, Deliverer
 from .domain.records import WAKE_RECORD, Outcome, encode_outcome
 from .event_loop import new_event_loop
 from .failures import log_failure
-from .fanout import register_fanout_agent
+from .fanout import FanOut
+from .fence import Fence
 from .heap import trim_periodically
 from .http1 import Http1Transport
 from .kafka_transport import client_options
 from .ownership import Ownership
 from .partitioning import partitioner
-from .settings import Settings, SettingsError
+from .settings import RECORD_OVERHEAD, Settings, SettingsError
 from .slow_lane import Pacer, SlowLane
 from .subscription_feed import SubscriptionFeed
-from .table_writer import ChangelogTable
+from .table_writer import ChangelogTable, StorageFailed
 from .target_guard import TargetGuard
 from .timers import PartitionTimers
 from .topology import Topology, build_topology, topic_names
@@ -43,6 +44,7 @@ HTTP_CLIENTS: dict[str, type[Http1Transport] | type[AiohttpTransport]] = {
 log = logging.getLogger(__name__)
 
 OLD_CLEAN_MARKER = ".clean-shutdown"
+STORAGE_FAULT_EXIT = 75  # EX_TEMPFAIL: restart me (on room to write, or elsewhere)
 WAKE_LEASE = 30.0
 
 
@@ -56,7 +58,7 @@ class Dispatcher:
         self.names = topic_names(settings)
         self.topology: Topology = build_topology(settings, web_middlewares(settings))
         app = self.topology.app
-        self.guard = TargetGuard(settings.target_policy())
+        self.guard = TargetGuard(settings.target_policy(), dns=settings.dns_policy())
         pool = settings.slot_pool()
         transport = transport or http_client(settings.http_client)(
             self.guard,
@@ -69,7 +71,12 @@ class Dispatcher:
         self.timers = PartitionTimers(self._send_wake, settings.timer_resolution)
         policy = settings.policy()
         self.partition_of = partitioner(settings.partitions)
-        self.table = ChangelogTable(self.topology.actors, settings.changelog_linger_ms / 1000)
+        # A stall past half the session may have cost this worker its partitions (stall_fence.py).
+        self.fence = Fence(settings.session_timeout / 2, max(2.0, 3 * settings.heartbeat_interval))
+        self.table = ChangelogTable(
+            self.topology.actors, settings.changelog_linger_ms / 1000, on_fault=self._on_storage_fault,
+            may_write=self.fence.allows,
+        )
         self.store = ActorStore(self.table, self.partition_of, settings.attempt_log)
         self.slow_lane = SlowLane(Pacer(settings.slow_lane_rate))
         self.deliverer = Deliverer(
@@ -88,8 +95,12 @@ class Dispatcher:
         self.feed = SubscriptionFeed(
             self.names["subscriptions"], settings.partitions, client_options(app, "subscriptions")
         )
-        self.ownership = Ownership(app, self.names["requests"], self.runner)
+        self.ownership = Ownership(app, self.names["requests"], self.runner, self.fence)
+        self.deliverer.may_post = self.ownership.may_post
+        self.runner.may_write = self.fence.allows
         self._subscription_sends: dict[str, asyncio.Future[Any]] = {}  # receiver id -> unacked send
+        self.storage_fault: BaseException | None = None
+        self._crashing: asyncio.Future[None] | None = None
         self.runner.writable = self.ownership.writable
         # internal=True: Faust declares both topics with our partition count
         # before subscribing (a broker that auto-creates would pick its own).
@@ -98,7 +109,9 @@ class Dispatcher:
             key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True,
         )
         register_actor_agent(app, source, self.names["commands"], self.runner)
-        register_fanout_agent(app, self.topology.events, self.feed, self.produce_requests)
+        self.fanout = FanOut(self.feed, self.produce_requests, self._send_dead_letter,
+                             settings.max_record_bytes - RECORD_OVERHEAD)
+        self.fanout.register(app, self.topology.events)
         app.task(self._run_feed)
         app.task(self.table.run)
         app.flush_hooks.append(self._flush_table)
@@ -106,6 +119,7 @@ class Dispatcher:
         self.topology.actors.on_recover(self.ownership.on_recovered)
         app.on_partitions_revoked.connect(self.ownership.on_revoked)
         app.task(self._run_timers)
+        app.task(self.fence.run)
         app.task(self._trim_heap)
         app.task(self._settle_collector)
         app.on_before_shutdown.connect(self._on_shutdown)
@@ -143,6 +157,9 @@ class Dispatcher:
         """A timer fired: ask the receiver's stream to act (only it may write the table)."""
         if partition not in self.ownership.owned:
             return
+        if not self.fence.allows():  # ownership in doubt: ask again once the group has spoken
+            self.timers.set(receiver_id, partition, time.time() + 1.0)
+            return
         # Should the wake record be lost, the receiver is woken again later.
         self.timers.set(receiver_id, partition, time.time() + WAKE_LEASE)
         await self.topology.commands.send(key=receiver_id.encode(), value=WAKE_RECORD)
@@ -152,9 +169,24 @@ class Dispatcher:
         if partition in self.ownership.owned:
             self.timers.set(receiver_id, partition, time.time())
 
+    def _on_storage_fault(self, exc: BaseException) -> None:
+        """A table write was lost: stop the worker, so that no offset is committed past it and the
+        partitions go to an owner that rebuilds them from the changelog."""
+        self.storage_fault = exc
+        reason = StorageFailed(f"a table write was lost: {exc}")
+        self._crashing = asyncio.ensure_future(self.app.crash(reason))
+
     async def _flush_table(self) -> None:
-        """Before a commit, and before partitions are handed over: no command is half applied."""
+        """Before a commit, and before partitions are handed over: no command is half applied.
+
+        Fenced in a rebalance (a stall cost this worker its partitions): the writes not yet
+        sent are dropped instead, never sent late over the next owner's; their records were
+        never committed and are read again by whoever owns them next.
+        """
         async with self.runner.lock:
+            if self.app.rebalancing and not self.fence.allows():
+                self.table.discard_unsent()
+                return
             await self.table.flush()
 
     async def _run_slow_lane(self) -> None:
@@ -289,6 +321,11 @@ def run_worker(settings: Settings) -> int:
         worker.execute_from_commandline()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
+    except StorageFailed as exc:  # Faust re-raises the crash's reason once it has stopped
+        log.critical("worker stopped: %s", exc)
+        code = STORAGE_FAULT_EXIT
     else:
         code = 0
+    if dispatcher.storage_fault is not None:
+        code = STORAGE_FAULT_EXIT
     return code

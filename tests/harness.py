@@ -124,8 +124,10 @@ class WorkerProcess:
         raise TimeoutError(f"worker not ready within {limit}s; see {self.log_path}")
 
     async def readyz(self) -> dict[str, Any]:
-        """The worker's /readyz answer: partitions owned, delivery and subscription figures."""
-        async with aiohttp.ClientSession() as session, session.get(self.url + "/readyz") as resp:
+        """The worker's /readyz answer with the token: partitions owned, delivery and subscription figures."""
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with aiohttp.ClientSession(headers=headers) as session, \
+                session.get(self.url + "/readyz") as resp:
             return await resp.json()
 
 

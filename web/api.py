@@ -166,25 +166,82 @@ async def send_message(request: web.Request) -> web.Response:
     return _json({"id": msg.id, "receiver_id": msg.receiver_id}, status=202)
 
 
+BATCH_MAX_MESSAGES = 1000  # the documented maxItems (openapi.json); DISPATCHER_MAX_BATCH may lower it
+# A batch carries at most this many full-size messages' worth of bytes (8 MiB by default).
+BATCH_MAX_PAYLOADS = 32
+
+
 async def send_batch(request: web.Request) -> web.Response:
-    """Validate every message first: one bad message rejects the batch, none is sent."""
+    """Validate every message first: one bad message rejects the batch, none is sent.
+
+    Bounded in messages and in bytes (the body before it is parsed, the records after), each
+    refusal naming the field at fault: `messages`, or `messages[i].payload`.
+    """
     dispatcher = _dispatcher(request)
-    body = await read_json(request)
-    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-        raise InvalidInput("messages", "must be a list of messages")
-    items = body["messages"]
-    if not 1 <= len(items) <= dispatcher.settings.max_batch:
-        raise InvalidInput("messages", f"must hold 1..{dispatcher.settings.max_batch} messages")
+    settings = dispatcher.settings
+    cap = batch_byte_cap(settings.max_request_body, settings.max_payload)
+    items = batch_items(await _read_batch(request, cap), min(settings.max_batch, BATCH_MAX_MESSAGES))
     now = time.time()
     records = []
     ids = []
+    total = 0
     for i, item in enumerate(items):
         msg = parse_message_spec(item, f"messages[{i}].", _new_msg_id, now)
         _check_known(dispatcher, msg.receiver_id, f"messages[{i}].receiver_id")
-        records.append((msg.receiver_id, _encode_checked(dispatcher, msg, f"messages[{i}].payload")))
+        record = _encode_checked(dispatcher, msg, f"messages[{i}].payload")
+        total = check_batch_bytes(total + len(record), cap, f"messages[{i}].payload")
+        records.append((msg.receiver_id, record))
         ids.append(msg.id)
     await dispatcher.produce_requests(records)
     return _json({"ids": ids}, status=202)
+
+
+def batch_byte_cap(max_request_body: int, max_payload: int) -> int:
+    """The most bytes one batch may carry, as sent and as encoded for Kafka.
+
+    The body cap alone (DISPATCHER_MAX_REQUEST_BODY, 32 MiB) is no memory bound: parsed JSON
+    takes up to ~30 times its size in Python objects (30 MiB of `{}` took 880 MB), and a batch
+    is parsed whole before any message is checked. 32 full-size messages keep a batch's parse
+    within a few hundred MB and leave 1,000 messages of 8 KiB each room.
+    """
+    return min(max_request_body, BATCH_MAX_PAYLOADS * max_payload)
+
+
+async def _read_batch(request: web.Request, cap: int) -> Any:
+    """The batch's JSON, refused by its size before it is parsed (or, when it says its length, read)."""
+    if request.content_length is not None and request.content_length > cap:
+        raise _batch_too_large(request.content_length, cap, "messages")
+    raw = await request.read()  # chunked: aiohttp stops at DISPATCHER_MAX_REQUEST_BODY
+    check_batch_bytes(len(raw), cap, "messages")
+    if not raw:
+        raise InvalidInput("body", "a JSON body is required", code="invalid_json", status=400)
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput("body", f"invalid JSON: {exc}", code="invalid_json", status=400) from exc
+
+
+def batch_items(body: Any, limit: int) -> list[Any]:
+    """The batch's `messages`: a list of 1..`limit` (checked before any message is looked at)."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        raise InvalidInput("messages", "must be a list of messages")
+    items: list[Any] = body["messages"]
+    if not 1 <= len(items) <= limit:
+        raise InvalidInput("messages", f"must hold 1..{limit} messages (this one holds {len(items)})")
+    return items
+
+
+def check_batch_bytes(size: int, cap: int, field: str) -> int:
+    """`size` if a batch of that many bytes is allowed; else a 413 naming `field`."""
+    if size > cap:
+        raise _batch_too_large(size, cap, field)
+    return size
+
+
+def _batch_too_large(size: int, cap: int, field: str) -> InvalidInput:
+    return InvalidInput(
+        field, f"the batch comes to {size} bytes; a batch carries at most {cap}: split it", "too_large", 413
+    )
 
 
 async def send_event(request: web.Request) -> web.Response:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
+
+from .middleware import bearer_authorized
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -17,9 +21,18 @@ async def openapi(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
+    """200 once ready, else 503; the worker's figures only for a caller with the API token.
+
+    Probes (Kubernetes) send no token and need only the status. The figures (partitions,
+    in-flight deliveries, hosts' slots, subscriptions) map the deployment for whoever can reach
+    the port, so they need the same token as /v1. A wrong token is not a 401 here: a probe
+    configured with an old token must not take a healthy worker out of service.
+    """
     from .app import DISPATCHER
 
     dispatcher = request.app[DISPATCHER]
     ready = dispatcher.ownership.ready
-    body = {"status": "ready" if ready else "starting", **dispatcher.stats()}
+    body: dict[str, Any] = {"status": "ready" if ready else "starting"}
+    if bearer_authorized(request, dispatcher.settings.api_token):
+        body.update(dispatcher.stats())
     return web.json_response(body, status=200 if ready else 503)

@@ -12,6 +12,15 @@ from typing import Any
 
 import orjson
 
+from dispatcher.domain.delivery_options import (
+    MAX_BACKLOG,
+    MAX_BACKLOG_BYTES,
+    MAX_BATCH_BYTES,
+    MAX_RATE,
+    MIN_BACKLOG_BYTES,
+    MIN_RATE,
+)
+
 from .receiver_ops import STATUSES
 
 DOC_PATH = Path(__file__).resolve().parent / "openapi.json"  # package data: served by any install
@@ -44,11 +53,17 @@ RECEIVER_FIELDS: dict[str, Any] = {
     "retry": nullable(OBJ),
     "ordering": {"enum": ["strict", "none"]},
     "max_in_flight": {"type": "integer", "minimum": 1, "maximum": 64},
-    "rate_limit": nullable(NUM),
+    # 0 or null: no limit
+    "rate_limit": {"anyOf": [
+        {"type": "null"}, {"const": 0}, {**NUM, "minimum": MIN_RATE, "maximum": MAX_RATE},
+    ]},
     "batch_max": {"type": "integer", "minimum": 1, "maximum": 1000},
-    "batch_max_bytes": {"type": "integer", "minimum": 0},
-    "backlog_max": {"type": "integer", "minimum": 0},
-    "backlog_max_bytes": {"type": "integer", "minimum": 0},
+    "batch_max_bytes": {"type": "integer", "minimum": 0, "maximum": MAX_BATCH_BYTES},
+    "backlog_max": {"type": "integer", "minimum": 0, "maximum": MAX_BACKLOG},
+    # 0: the worker's default; a smaller cap could not hold a message
+    "backlog_max_bytes": {"anyOf": [
+        {"const": 0}, {**INT, "minimum": MIN_BACKLOG_BYTES, "maximum": MAX_BACKLOG_BYTES},
+    ]},
     "backlog_overflow": {"enum": ["", "dead_letter_oldest", "reject"]},
 }
 
@@ -125,6 +140,13 @@ SCHEMAS: dict[str, Any] = {
 }
 
 
+READY = {
+    "type": "object",
+    "required": ["status"],
+    "properties": {"status": {"enum": ["ready", "starting"]}, "partitions": {"type": "array", "items": INT}},
+}
+
+
 def answer(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"description": description}
     if schema is not None:
@@ -181,8 +203,11 @@ def build() -> dict[str, Any]:
         "/readyz": {
             "get": {
                 "summary": "partitions assigned, tables recovered",
-                "security": [],
-                "responses": {"200": answer("ready", OBJ), "503": answer("starting", OBJ)},
+                "description": "Without a token (probes): `status` only. With the API's bearer token: "
+                "also the worker's figures (partitions, deliveries in flight, slots, subscriptions, timers, "
+                "collector).",
+                "security": [{}, {"bearer": []}],  # the token is optional: it adds the figures
+                "responses": {"200": answer("ready", READY), "503": answer("starting", READY)},
             }
         },
         "/openapi.json": {
@@ -370,7 +395,7 @@ def build() -> dict[str, Any]:
         },
         "/v1/messages/batch": {
             "post": receiver_op(
-                "send up to 1,000 messages, all or none",
+                "send up to 1,000 messages and 32 x DISPATCHER_MAX_PAYLOAD bytes (8 MiB), all or none",
                 {
                     "202": answer(
                         "accepted",

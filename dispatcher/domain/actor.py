@@ -169,6 +169,7 @@ class Policy:
     backlog_max_bytes: int = 1 << 30
     backlog_overflow: str = DEAD_LETTER_OLDEST
     retain: float = DAY  # settled messages stay readable (catch-up) this long; 0: deleted at once
+    max_entry_bytes: int = 1 << 30  # a stored message larger than this could not reach the changelog
 
     def backlog_caps(self, config: ReceiverConfig) -> tuple[int, int, str]:
         o = config.options
@@ -295,9 +296,14 @@ class DeadLetterHead:
 
 @dataclass(slots=True, frozen=True)
 class TrimDeadLetters:
-    """Keep only the newest `keep` dead letters of this receiver in the table."""
+    """Keep only the newest `keep` dead letters of this receiver: the oldest `excess` go.
+
+    Naming the count keeps the work per expiry at `excess` entries, not a scan
+    of all `keep` (a receiver with 10,000 dead letters expiring its backlog).
+    """
 
     keep: int
+    excess: int = 1
 
 
 @dataclass(slots=True, frozen=True)
@@ -329,7 +335,8 @@ class ForgetHistory:
 
 @dataclass(slots=True, frozen=True)
 class Forget:
-    """Delete everything the table holds about the receiver (its backlog is empty by now)."""
+    """Delete what the table holds about the receiver (its backlog is empty by now), a bounded
+    number of entries at a time, its state last; a wake goes on until it is gone."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -365,6 +372,7 @@ UNKNOWN_RECEIVER = "unknown_receiver"
 BACKLOG_FULL = "backlog_full"
 RECEIVER_DELETED = "receiver_deleted"
 STATE_RESET = "state_reset"
+TOO_LARGE = "too_large"
 
 
 def decide(
@@ -388,10 +396,11 @@ def decide(
         step.wake(command)
     if step.state.purging:
         step.purge()
-        if step.state.backlog == 0 and step.state.deleting:  # nothing left to dead-letter: it goes
-            _, effects = step.finish()
-            return None, [e for e in effects if not isinstance(e, SaveState)] + [Unsubscribe(), Forget()]
-        if step.state.backlog == 0:
+        if step.state.backlog == 0 and step.state.deleting:
+            # Nothing left to dead-letter: its entries go, a bounded number per command (the glue
+            # deletes the state last, once the rest is gone); until then it reads as deleting.
+            step.actions += [Unsubscribe(), Forget()]
+        elif step.state.backlog == 0:
             step.start_afresh()
     return step.finish()
 
@@ -526,6 +535,11 @@ class _Step:
             return
         seq = state.next_seq
         encoded = encode_backlog_entry(msg, seq)
+        if len(encoded) > self.policy.max_entry_bytes:
+            limit = self.policy.max_entry_bytes
+            detail = f"stored it would take {len(encoded)} bytes, over the {limit} a record may hold"
+            self.actions.append(DeadLetter(TOO_LARGE, msg.id, None, detail, msg))
+            return
         if refuses_new(state, self.policy, len(encoded)):
             detail = f"backlog full ({state.backlog} messages, {state.backlog_bytes} bytes): refused"
             self.actions.append(DeadLetter(BACKLOG_FULL, msg.id, None, detail, msg))
@@ -692,7 +706,6 @@ class _Step:
         first = state.head
         assert first is not None
         last = max(first, last)
-        kept = state.dead_letters_kept + last - first + 1
         tried = state.attempts > 0  # else the last status belongs to another message or a probe
         self.writes += [
             DeadLetterHead(
@@ -701,11 +714,16 @@ class _Step:
             )
             for seq in range(first, last + 1)
         ]
-        if kept > self.policy.dead_letters_keep:
-            kept = self.policy.dead_letters_keep
-            self.writes.append(TrimDeadLetters(kept))
-        self.update(dead_lettered=state.dead_lettered + last - first + 1, dead_letters_kept=kept)
+        self._count_dead_letters(last - first + 1)
         self._settle_head(last)
+
+    def _count_dead_letters(self, added: int) -> None:
+        """Count dead letters just written; past the number kept, the oldest go (after them)."""
+        keep = self.policy.dead_letters_keep
+        kept = self.state.dead_letters_kept + added
+        if kept > keep:
+            self.writes.append(TrimDeadLetters(keep, kept - keep))
+        self.update(dead_lettered=self.state.dead_lettered + added, dead_letters_kept=min(kept, keep))
 
     def _over_cap(self) -> bool:
         max_count, max_bytes, overflow = self.policy.backlog_caps(self.state.config)
@@ -926,12 +944,8 @@ class _Step:
         last_status: int | None = None, last_error: str | None = None,
     ) -> None:
         """Dead-letter one message of an unordered receiver and settle it."""
-        kept = self.state.dead_letters_kept + 1
         self.writes.append(DeadLetterHead(seq, reason, detail, attempts, last_status, last_error))
-        if kept > self.policy.dead_letters_keep:
-            kept = self.policy.dead_letters_keep
-            self.writes.append(TrimDeadLetters(kept))
-        self.update(dead_lettered=self.state.dead_lettered + 1, dead_letters_kept=kept)
+        self._count_dead_letters(1)
         self._settle_seq(seq)
 
     def _dead_letter_unstarted(self, reason: str, detail: str) -> None:

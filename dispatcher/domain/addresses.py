@@ -25,6 +25,8 @@ _V4_DENY: tuple[tuple[str, str], ...] = (
     ("10.0.0.0/8", "private"),
     ("100.64.0.0/10", "carrier-grade NAT"),
     ("127.0.0.0/8", "loopback"),
+    # Public address space, but Azure's wire server (metadata, agent and DNS) on every VM.
+    ("168.63.129.16/32", "Azure wire server (cloud metadata)"),
     ("169.254.0.0/16", "link-local (cloud metadata)"),
     ("172.16.0.0/12", "private"),
     ("192.0.0.0/24", "IETF protocol assignments"),

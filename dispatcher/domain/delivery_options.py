@@ -21,7 +21,19 @@ OVERFLOW_POLICIES = (DEAD_LETTER_OLDEST, REJECT)
 MAX_IN_FLIGHT = 64
 MAX_BATCH = 1000
 MAX_BATCH_BYTES = 16 * 1024 * 1024
+# A rate is tokens a second with a burst of max(1, rate) (ratelimit.py), so the wait for the next
+# token is up to 1/rate seconds. At 0.01/s that is 100 s; below it a message waits hours, and a
+# tiny rate like 1e-310 makes the wait infinite: the next attempt time cannot be stored (JSON has
+# no infinity) nor put on a timer wheel, and the receiver never sends again. Slower than one message
+# per 100 s is a pause, which has its own call.
+MIN_RATE = 0.01
 MAX_RATE = 100_000.0
+# The backlog byte cap must hold a message: below a message's size every message is dead-lettered
+# (or refused) the moment it arrives. 1 MiB holds four messages of the largest default size
+# (DISPATCHER_MAX_PAYLOAD, 256 KiB).
+MIN_BACKLOG_BYTES = 1 << 20
+MAX_BACKLOG = 10**12
+MAX_BACKLOG_BYTES = 1 << 50
 
 
 @dataclass(slots=True, frozen=True)
@@ -69,26 +81,50 @@ def parse_delivery_options(body: dict[str, Any], current: DeliveryOptions | None
     batch_max = _whole(body, "batch_max", base.batch_max, 1, MAX_BATCH)
     if batch_max > 1 and ordering != STRICT:
         raise InvalidInput("batch_max", 'batches are sent in order: use "ordering": "strict" with batching')
-    rate = body.get("rate_limit", base.rate_limit)
-    rate = 0.0 if rate is None else rate
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= MAX_RATE:
-        raise InvalidInput("rate_limit", f"must be events per second in 0..{MAX_RATE:g} (0 or null: none)")
     overflow = body.get("backlog_overflow", base.backlog_overflow) or ""
     if overflow and overflow not in OVERFLOW_POLICIES:
         raise InvalidInput("backlog_overflow", f"must be one of {', '.join(OVERFLOW_POLICIES)}")
     return DeliveryOptions(
         ordering=ordering,
         max_in_flight=max_in_flight,
-        rate_limit=float(rate),
+        rate_limit=_rate(body.get("rate_limit", base.rate_limit)),
         batch_max=batch_max,
         batch_max_bytes=_whole(body, "batch_max_bytes", base.batch_max_bytes, 0, MAX_BATCH_BYTES),
-        backlog_max=_whole(body, "backlog_max", base.backlog_max, 0, 10**12),
-        backlog_max_bytes=_whole(body, "backlog_max_bytes", base.backlog_max_bytes, 0, 1 << 50),
+        backlog_max=_whole(body, "backlog_max", base.backlog_max, 0, MAX_BACKLOG),
+        backlog_max_bytes=_backlog_bytes(body, base.backlog_max_bytes),
         backlog_overflow=overflow,
     )
 
 
+def _rate(value: Any) -> float:
+    """Events per second in MIN_RATE..MAX_RATE, or 0.0 for none (0, or null)."""
+    if value is None or (_is_number(value) and value == 0):
+        return 0.0  # -0.0 too: stored as the plain "none"
+    if not _is_number(value) or not MIN_RATE <= value <= MAX_RATE:
+        raise InvalidInput(
+            "rate_limit", f"must be events per second in {MIN_RATE:g}..{MAX_RATE:g} (0 or null: no limit)"
+        )
+    return float(value)
+
+
+def _backlog_bytes(body: dict[str, Any], default: int) -> int:
+    value = _whole(body, "backlog_max_bytes", default, 0, MAX_BACKLOG_BYTES)
+    if 0 < value < MIN_BACKLOG_BYTES:
+        raise InvalidInput(
+            "backlog_max_bytes",
+            f"must be 0 (the worker's default) or {MIN_BACKLOG_BYTES}..{MAX_BACKLOG_BYTES}: "
+            "a smaller cap dead-letters every message as it arrives",
+        )
+    return value
+
+
+def _is_number(value: Any) -> bool:
+    """A JSON number: bools are ints to Python but not numbers to a client; NaN is no number."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
 def _whole(body: dict[str, Any], name: str, default: int, low: int, high: int) -> int:
+    """An integer in low..high; bools (ints to Python) and floats (5.0, 1e300) are refused."""
     value = body.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidInput(name, f"must be a whole number in {low}..{high}")

@@ -77,8 +77,38 @@ def test_dead_letters_list_in_seq_order_and_trim_oldest(store: ActorStore) -> No
     store.put_dead_letter("r10", 1, orjson.dumps({"seq": 99}))  # a prefix-sharing receiver id
     assert [x["seq"] for x in store.dead_letters("r1", 0)] == [1, 2, 3, 5]
     assert [x["seq"] for x in store.dead_letters("r1", 0, after_seq=2, limit=1)] == [3]
-    store.trim_dead_letters("r1", 0, keep=2)
+    store.trim_dead_letters("r1", 0, excess=2)
     assert [x["seq"] for x in store.dead_letters("r1", 0)] == [3, 5]
+
+
+class ScanCountingTable(OnePartitionTable):
+    """Counts the entries scans read: the work a command does."""
+
+    read = 0
+
+    def items(
+        self, partition: int, prefix: bytes, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        for item in super().items(partition, prefix, start):
+            self.read += 1
+            yield item
+
+
+def test_trimming_one_dead_letter_reads_one_entry_however_many_are_kept(tmp_path: Path) -> None:
+    table = ScanCountingTable(tmp_path / "db")
+    store = ActorStore(table, lambda receiver_id: 0)
+    try:
+        for seq in range(1, 10_001):
+            store.put_dead_letter("r1", seq, b"{}")
+        for seq in range(10_001, 10_101):  # a backlog expiring past the cap: one in, one out
+            store.put_dead_letter("r1", seq, b"{}")
+            store.trim_dead_letters("r1", 0, excess=1)
+        assert table.read == 100, "O(1) per expiry, not a scan of the 10,000 kept"
+        kept = store.dead_letters("r1", 0, limit=20_000)
+        assert len(kept) == 10_000 and kept[0] == {} and table.rdict.get(keys.numbered_key(
+            keys.DEAD, "r1", 100)) is None and table.rdict.get(keys.numbered_key(keys.DEAD, "r1", 101))
+    finally:
+        table.rdict.close()
 
 
 def test_attempt_log_keeps_the_newest_in_a_ring_of_slots(store: ActorStore) -> None:
@@ -221,3 +251,27 @@ def test_a_kept_head_is_not_served_once_its_key_is_written_again(store: ActorSto
     store.put_backlog("r1", 1, orjson.dumps({"id": "newer", "seq": 1, "accepted_at": 6.0}))
     assert store.accepted_at("r1", 1) == 6.0
     assert [e["id"] for e in store.backlog_run("r1", 1, 1, 1 << 20)] == ["newer"]
+
+
+def test_a_deleted_receiver_is_forgotten_in_bounded_steps_its_state_last(tmp_path: Path) -> None:
+    table = ScanCountingTable(tmp_path / "db")
+    store = ActorStore(table, lambda receiver_id: 0)
+    try:
+        store.save(ReceiverState("r1", ReceiverConfig("r1", "http://x.test/", "whsec_" + "A" * 32)))
+        for seq in range(1, 2_501):
+            store.remember_id("r1", f"m{seq}", seq, expires_at=1e12)
+            store.put_dead_letter("r1", seq, b"{}")
+        store.remember_id("r10", "other", 1, expires_at=1e12)  # a prefix-sharing receiver id
+        steps = []
+        for _ in range(20):  # bounded; 7,500 entries in steps of 1,000
+            table.read = 0
+            removed, gone = store.forget_step("r1", 0, 1_000)
+            steps.append(removed)
+            assert table.read <= 1_000, "one step reads at most its limit"
+            if gone:
+                break
+            assert store.load("r1") is not None, "the state stays until the rest is gone"
+        assert steps == [1_000] * 7 + [501] and store.load("r1") is None
+        assert store.seen_seq("r10", "other", now=0.0) == 1
+    finally:
+        table.rdict.close()

@@ -250,9 +250,9 @@ def test_deleting_dead_letters_the_backlog_in_bounded_steps_then_forgets() -> No
         assert refused == [("receiver_deleted", None)]
         state, effects = decide(state, Wake(), w.facts(T0), policy)
         assert state is not None and state.backlog == 1 and not sent(effects)
-        gone, effects = decide(state, Wake(), w.facts(T0), policy)
-        assert gone is None
-        assert effects[-2:] == [Unsubscribe(), Forget()]
+        forgetting, effects = decide(state, Wake(), w.facts(T0), policy)
+        assert forgetting is not None and forgetting.deleting and forgetting.backlog == 0
+        assert effects[-2:] == [Unsubscribe(), Forget()], "the glue deletes its entries, the state last"
         assert [e.seq for e in effects if isinstance(e, DeadLetterHead)] == [5]
 
 

@@ -198,3 +198,54 @@ def test_bad_allow_list_entries_name_the_entry(spec: str) -> None:
     with pytest.raises(InvalidInput) as info:
         AllowList.parse(f"127.0.0.1 {spec}")
     assert info.value.field == "DISPATCHER_ALLOW_TARGETS[1]"
+
+
+# Cloud metadata endpoints outside the ranges above, and the ones the ranges already cover.
+METADATA = [
+    ("168.63.129.16", "Azure wire server (cloud metadata)"),
+    ("::ffff:168.63.129.16", "IPv4-mapped Azure wire server (cloud metadata)"),
+    ("::168.63.129.16", "IPv4-compatible (deprecated)"),
+    ("64:ff9b::a83f:8110", "NAT64"),  # 168.63.129.16 through NAT64
+    ("2002:a83f:8110::1", "6to4"),
+    ("169.254.169.254", "link-local (cloud metadata)"),  # AWS, GCP, Azure IMDS, OpenStack, ...
+    ("169.254.170.2", "link-local (cloud metadata)"),  # AWS ECS task metadata
+    ("169.254.0.23", "link-local (cloud metadata)"),  # Tencent Cloud
+    ("169.254.42.42", "link-local (cloud metadata)"),  # Scaleway
+    ("100.100.100.200", "carrier-grade NAT"),  # Alibaba Cloud
+    ("192.0.0.192", "IETF protocol assignments"),  # Oracle Cloud
+    ("fd00:ec2::254", "unique local (private)"),  # AWS IMDS over IPv6
+    ("fd20:ce::254", "unique local (private)"),  # GCP metadata over IPv6
+    ("fd00:42::42", "unique local (private)"),  # Scaleway over IPv6
+]
+
+
+@pytest.mark.parametrize(("address", "reason"), METADATA)
+def test_cloud_metadata_endpoints_are_denied(address: str, reason: str) -> None:
+    assert denied_reason(ipaddress.ip_address(address)) == reason
+
+
+def test_only_the_azure_wire_server_is_denied_in_its_public_range() -> None:
+    for neighbour in ["168.63.129.15", "168.63.129.17", "168.63.0.1"]:
+        assert denied_reason(ipaddress.ip_address(neighbour)) is None
+    assert TargetPolicy().refusal(ipaddress.ip_address("168.63.129.16"), 80) == (
+        "168.63.129.16 is an Azure wire server (cloud metadata) address"
+    )
+
+
+def test_a_network_entry_opens_every_port_the_deny_table_would_for_a_public_address() -> None:
+    """The deny table has no port rule: a network entry opens any port, an endpoint entry one."""
+    policy = TargetPolicy(AllowList.parse("10.0.0.0/8 10.9.9.9:8443"))
+    ip = ipaddress.ip_address
+    for port in [1, 22, 80, 443, 8443, 65535]:
+        assert TargetPolicy().refusal(ip("93.184.216.34"), port) is None
+        assert policy.refusal(ip("10.1.2.3"), port) is None
+    assert policy.refusal(ip("11.0.0.1"), 443) is None and policy.refusal(ip("172.16.0.1"), 443) is not None
+    narrow = TargetPolicy(AllowList.parse("10.9.9.9:8443"))
+    assert narrow.refusal(ip("10.9.9.9"), 8443) is None
+    assert narrow.refusal(ip("10.9.9.9"), 8444) == "10.9.9.9 is a private address"
+
+
+def test_a_network_with_a_port_is_not_an_allow_list_form() -> None:
+    with pytest.raises(InvalidInput, match="neither a CIDR") as info:
+        AllowList.parse("10.0.0.0/8:8443")
+    assert info.value.field == "DISPATCHER_ALLOW_TARGETS[0]"

@@ -5,11 +5,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import math
+from dataclasses import replace
 
 import orjson
 import pytest
 
+from dispatcher.domain.actor import ReceiverState
+from dispatcher.domain.delivery_options import MAX_RATE, MIN_BACKLOG_BYTES, MIN_RATE, DeliveryOptions
 from dispatcher.domain.errors import InvalidInput
+from dispatcher.domain.ratelimit import Bucket, burst_of
 from dispatcher.domain.receiver_spec import (
     parse_receiver_spec,
     parse_rotation,
@@ -21,6 +26,7 @@ from dispatcher.domain.receiver_spec import (
 from dispatcher.domain.records import ReceiverConfig, Verification
 from dispatcher.domain.signing import decode_secret, generate, generate_secret, generate_signing_key
 from dispatcher.domain.verification import judge
+from tests.unit.test_actor_isolation import T0, Actor, dead
 
 SECRET = "whsec_" + "A" * 32
 
@@ -256,3 +262,78 @@ def test_a_patch_changes_only_what_it_names() -> None:
     with pytest.raises(InvalidInput) as info:
         spec(patched_body(current, {"tenant": "no spaces allowed"}), current=current)
     assert info.value.field == "tenant"
+
+
+# numeric delivery options: ranges that keep a receiver working ----------------------------------
+
+
+@pytest.mark.parametrize(
+    "rate",
+    [1e-310, 5e-324, 1e-300, 0.009, 100_000.5, 1e300, 2**64 - 1, -0.5, True, False, "1", [1]],
+)
+def test_rate_limits_that_would_stall_or_mean_nothing_are_refused(rate: object) -> None:
+    with pytest.raises(InvalidInput, match=r"0\.01\.\.100000") as info:
+        spec({"url": URL, "rate_limit": rate})
+    assert info.value.field == "rate_limit"
+
+
+@pytest.mark.parametrize(
+    ("rate", "stored"),
+    [(None, 0.0), (0, 0.0), (0.0, 0.0), (-0.0, 0.0), (MIN_RATE, 0.01), (1, 1.0), (MAX_RATE, 100_000.0)],
+)
+def test_rate_limits_in_range_or_none_are_kept(rate: object, stored: float) -> None:
+    got = spec({"url": URL, "rate_limit": rate}).options.rate_limit
+    assert (got, str(got)) == (stored, str(stored)), "-0.0 is stored as the plain 0.0"
+
+
+def test_the_slowest_rate_waits_at_most_100_s_and_its_state_encodes() -> None:
+    """Why MIN_RATE: the wait for a token is 1/rate; 1e-310 made it inf (JSON null, no timer)."""
+    a = Actor(DeliveryOptions(rate_limit=MIN_RATE))
+    a.send(1)
+    a.send(2)
+    a.answer(200)
+    assert a.state.next_attempt_at == pytest.approx(T0 + 100.0)
+    assert ReceiverState.from_bytes(a.state.to_bytes()).next_attempt_at == a.state.next_attempt_at
+    assert Bucket(0.0, T0).wait(1, 1e-310, burst_of(1e-310), T0) == math.inf, "what the range refuses"
+
+
+@pytest.mark.parametrize("name", ["batch_max", "batch_max_bytes", "backlog_max", "backlog_max_bytes"])
+@pytest.mark.parametrize("value", [True, False, 1.0, 1e300, 2**64, -(2**63), "5", None])
+def test_whole_number_options_refuse_bools_floats_and_out_of_range(name: str, value: object) -> None:
+    with pytest.raises(InvalidInput, match="whole number") as info:
+        spec({"url": URL, name: value})
+    assert info.value.field == name
+
+
+@pytest.mark.parametrize("value", [True, 1.0, 65, 2**64])
+def test_max_in_flight_refuses_bools_floats_and_out_of_range(value: object) -> None:
+    with pytest.raises(InvalidInput, match=r"whole number in 1\.\.64") as info:
+        spec({"url": URL, "ordering": "none", "max_in_flight": value})
+    assert info.value.field == "max_in_flight"
+
+
+@pytest.mark.parametrize("value", [1, 10, 200_000, MIN_BACKLOG_BYTES - 1, (1 << 50) + 1])
+def test_a_backlog_byte_cap_that_cannot_hold_a_message_is_refused(value: int) -> None:
+    with pytest.raises(InvalidInput, match=r"0 \(the worker's default\)|whole number") as info:
+        spec({"url": URL, "backlog_max_bytes": value})
+    assert info.value.field == "backlog_max_bytes"
+
+
+def test_a_tiny_backlog_byte_cap_would_dead_letter_every_message_on_arrival() -> None:
+    """Why MIN_BACKLOG_BYTES: the actor drops whatever is over the cap before it is ever sent."""
+    a = Actor(DeliveryOptions(backlog_max_bytes=10))
+    assert dead(a.send(1)) == [(1, "backlog_full")]
+
+
+@pytest.mark.parametrize("value", [0, MIN_BACKLOG_BYTES, 1 << 30, 1 << 50])
+def test_backlog_byte_caps_in_range_or_default_are_kept(value: int) -> None:
+    assert spec({"url": URL, "backlog_max_bytes": value}).options.backlog_max_bytes == value
+
+
+def test_a_stored_option_out_of_range_is_named_on_the_next_patch() -> None:
+    """A receiver stored before the range existed (rate 1e-310) is mended by a PATCH naming it."""
+    old = replace(spec({"url": URL}), options=DeliveryOptions(rate_limit=1e-310))
+    with pytest.raises(InvalidInput) as info:
+        spec(patched_body(old, {"event_types": ["a.b"]}), current=old)
+    assert info.value.field == "rate_limit"
+    assert spec(patched_body(old, {"rate_limit": 1}), current=old).options.rate_limit == 1.0

@@ -16,7 +16,7 @@ import pytest
 from faust.types import TP
 from rocksdict import Options, Rdict
 
-from dispatcher.table_writer import ChangelogTable
+from dispatcher.table_writer import ChangelogTable, StorageFailed
 
 TOPIC = "app-actors-changelog"
 
@@ -247,3 +247,86 @@ async def test_a_value_that_cannot_be_encoded_holds_back_no_other_write(parts) -
     assert table.get(0, b"s/b") == b"other"
     assert table.get(0, b"s/a") == b"before", "the key reads as it was before the bad write"
     assert store._db_for_partition(0).get(b"s/a") == b"before"
+
+
+class FailingDb:
+    """A partition's RocksDB whose next `failures` writes fail as a full disk does."""
+
+    def __init__(self, db: Rdict, failures: int) -> None:
+        self._db, self.failures = db, failures
+
+    def write(self, batch: Any) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise Exception("IO error: No space left on device")  # what rocksdict raises
+        self._db.write(batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+
+def faulted(table: ChangelogTable) -> list[BaseException]:
+    seen: list[BaseException] = []
+    table._on_fault = seen.append
+    return seen
+
+
+async def test_a_rocksdb_write_that_fails_once_stops_the_table_for_good(parts) -> None:
+    table, store, producer = parts
+    faults = faulted(table)
+    table.put(0, b"s/a", b"1")
+    store._dbs[0] = FailingDb(store._dbs[0], failures=1)
+    await table._drain()
+    producer.ack(0)
+    await settle()
+    assert len(faults) == 1 and "No space left" in str(faults[0])
+    assert 0 not in store.persisted, "no offset recorded for the lost write"
+    for _ in range(2):  # for good: a later flush does not let a commit pass the lost write
+        with pytest.raises(StorageFailed, match="No space left"):
+            await table.flush()
+    with pytest.raises(StorageFailed):
+        table.put(0, b"s/b", b"2")
+    assert len(faults) == 1, "told once"
+
+
+async def test_a_changelog_send_refused_for_one_of_three_partitions_stops_the_table(parts) -> None:
+    table, store, producer = parts
+    faults = faulted(table)
+    for partition in (0, 1, 2):
+        table.put(partition, b"s/a", b"%d" % partition)
+    await table._drain()
+    assert [p for p, _, _ in producer.sent] == [0, 1, 2]
+    producer.ack(0)
+    producer.sent[1][2].set_exception(RuntimeError("MessageSizeTooLargeError"))
+    producer.ack(2)
+    await settle()
+    assert len(faults) == 1
+    assert store._db_for_partition(0).get(b"s/a") == b"0" and store._db_for_partition(2).get(b"s/a") == b"2"
+    assert store._db_for_partition(1).get(b"s/a") is None and 1 not in store.persisted
+    with pytest.raises(StorageFailed, match="MessageSizeTooLarge"):
+        await table.flush()
+    with pytest.raises(StorageFailed):
+        table.delete(0, b"s/a")
+
+
+async def test_a_send_that_raises_in_the_sender_task_stops_the_table(parts) -> None:
+    table, _, producer = parts
+    faults = faulted(table)
+
+    async def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("producer closed")
+
+    producer.send_batch = refuse  # type: ignore[method-assign]
+    runner = asyncio.ensure_future(table.run())
+    await settle()
+    table.put(0, b"s/a", b"1")
+    try:
+        for _ in range(200):  # the sender lingers 5 ms before it sends
+            if faults:
+                break
+            await asyncio.sleep(0.005)
+    finally:
+        runner.cancel()
+    assert len(faults) == 1 and "producer closed" in str(faults[0])
+    with pytest.raises(StorageFailed):
+        await table.flush()

@@ -1,0 +1,51 @@
+"""The worker's stall fence (see `domain/stall_fence.py`): its ticking task, its clock, its log."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from .domain.stall_fence import StallFence
+
+log = logging.getLogger(__name__)
+TICK = 0.1  # seconds between the loop's ticks
+
+
+class Fence:
+    def __init__(
+        self, stall_limit: float, release_after: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._fence = StallFence(stall_limit, release_after)
+        self._clock = clock
+        self._held = False
+
+    def allows(self) -> bool:
+        allowed = self._fence.allows(self._clock())
+        if allowed == self._held:  # changed: say so once
+            self._held = not allowed
+            if self._held:
+                log.warning(
+                    "the event loop stood still for %.1f s: this worker may have lost its partitions; "
+                    "no table write or delivery until the consumer group confirms its assignment",
+                    self._fence.stalled_for,
+                )
+            else:
+                log.warning("the stall fence is lifted: ownership is confirmed")
+        return allowed
+
+    def on_revoked(self) -> None:
+        self._fence.on_revoked()
+
+    def on_assigned(self) -> None:
+        self._fence.on_assigned(self._clock())
+        self.allows()  # log the release
+
+    async def run(self) -> None:
+        """Tick until cancelled: a gap between ticks is what engages the fence."""
+        while True:
+            self._fence.tick(self._clock())
+            if self._held:
+                self.allows()  # lifts by time when no rebalance came
+            await asyncio.sleep(TICK)

@@ -1,0 +1,134 @@
+"""Hostile producers writing straight to Kafka: nothing they write reroutes, stalls or leaks.
+
+A producer allowed to write the requests and events topics tries to
+reconfigure a canary receiver (upsert to another URL with its own secret,
+pause, delete), sends poison records near the broker's size limit (one
+compressed to a fraction of its size), timestamps in milliseconds and far in
+the future, and an event whose copies would not fit in a record. The canary
+must see only its own good messages, in order; every bad record must be
+dead-lettered with a bounded summary and no secret; and the good record
+after the poison must still be delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from dispatcher.broker import EmbeddedBroker
+from tests.harness import Api, Receiver, WorkerProcess, wait_until, wait_until_read
+
+pytestmark = [pytest.mark.integration, pytest.mark.adversarial]
+
+EVIL_SECRET = "whsec_" + "RVZJTA" * 6
+POISON_SIZE = 900_000
+NEAR_LIMIT_EVENT = 997_000  # fits in a 1 MB record; its copies, a little larger, would not
+
+
+@pytest.fixture
+async def producer(broker: EmbeddedBroker) -> AsyncIterator[AIOKafkaProducer]:
+    bootstrap = broker.url.removeprefix("kafka://")
+    plain = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=2_000_000)
+    await plain.start()
+    yield plain
+    await plain.stop()
+
+
+async def _read_topic(bootstrap: str, topic: str, done: Any) -> list[bytes]:
+    """Raw records of `topic` until `done(records)` holds (bounded: 60 s)."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                fetch_max_bytes=8 << 20, max_partition_fetch_bytes=8 << 20)
+    await consumer.start()
+    records: list[bytes] = []
+    try:
+        async with asyncio.timeout(60):
+            while not done(records):
+                batch = await consumer.getmany(timeout_ms=500)
+                records += [r.value for rs in batch.values() for r in rs if r.value is not None]
+    finally:
+        await consumer.stop()
+    return records
+
+
+async def test_a_producer_cannot_reconfigure_stall_or_leak(
+    broker: EmbeddedBroker, worker: WorkerProcess, api: Api, receiver: Receiver,
+    producer: AIOKafkaProducer,
+) -> None:
+    canary = await api.create_receiver(receiver.url("canary"), event_types=["canary.evt"])
+    rid, key = canary["id"], canary["id"].encode()
+    requests, events = f"{worker.app_id}.requests", f"{worker.app_id}.events"
+    hijack = {"id": rid, "url": receiver.url("evil"), "secret": EVIL_SECRET, "created_at": 0}
+    for record in ({"kind": "receiver.upsert", "receiver": hijack},
+                   {"kind": "receiver.control", "action": "pause"},
+                   {"kind": "receiver.control", "action": "delete"}):
+        await producer.send_and_wait(requests, orjson.dumps(record), key=key)
+    poison = b"\x00not json" + b"P" * (POISON_SIZE - 9)
+    await producer.send_and_wait(requests, poison, key=key)
+    msec = {"id": "msec-1", "event_type": "t.x", "payload": {}, "accepted_at": 1.8e12}
+    await producer.send_and_wait(requests, orjson.dumps(msec), key=key)
+    future = {"id": "future-1", "event_type": "t.x", "payload": {}, "accepted_at": 4e9}
+    await producer.send_and_wait(requests, orjson.dumps(future), key=key)
+    good = {"id": "after-poison", "event_type": "t.x", "payload": {"ok": True}}
+    await producer.send_and_wait(requests, orjson.dumps(good), key=key)
+    big_event = {"id": "evt-big", "event_type": "canary.evt", "payload": "E" * NEAR_LIMIT_EVENT}
+    await producer.send_and_wait(events, orjson.dumps(big_event), key=b"evt-big")
+    await producer.send_and_wait(events, b"{broken", key=b"evt-broken")
+    small_event = {"id": "evt-small", "event_type": "canary.evt", "payload": {"n": 1}}
+    await producer.send_and_wait(events, orjson.dumps(small_event), key=b"evt-small")
+
+    await wait_until(lambda: len(receiver.by_path("canary")) >= 4, 60, "the canary's good records")
+    got = [d.msg_id for d in receiver.by_path("canary")]
+    assert got[:3] == ["msec-1", "future-1", "after-poison"], got
+    assert len(got) == 4 and got[3].startswith("evt_"), got  # the small event's copy; not the big one
+    assert receiver.by_path("evil") == []
+    state = await api.state(rid)
+    assert not state["paused"] and state["delivered"] == 4, state
+    status, view = await api.call("GET", f"/v1/receivers/{rid}")
+    assert status == 200 and view["url"] == receiver.url("canary")
+    for msg_id in ("msec-1", "future-1"):
+        status, body = await api.call("GET", f"/v1/receivers/{rid}/messages/{msg_id}")
+        assert status == 200 and body["status"] == "delivered" and "out of range" in body["time_note"], body
+
+    bootstrap = broker.url.removeprefix("kafka://")
+    letters = await _read_topic(
+        bootstrap, f"{worker.app_id}.dead-letters",
+        lambda rs: sum(1 for r in rs if rid.encode() in r or b"evt-big" in r or b"kafka_" in r) >= 6,
+    )
+    assert not any(EVIL_SECRET.encode() in r for r in letters), "a secret reached a dead letter"
+    mine = [orjson.loads(r) for r in letters]
+    forbidden = [x for x in mine if x["reason"] == "forbidden_record" and x["receiver_id"] == rid]
+    assert len(forbidden) == 3 and all(x["raw"] == "" and x["raw_size"] > 0 for x in forbidden), forbidden
+    [poisoned] = [x for x in mine if x.get("raw_size") == POISON_SIZE]
+    assert poisoned["reason"] == "malformed" and poisoned["raw_truncated"] and len(poisoned["raw"]) <= 2048
+    assert poisoned["raw_sha256"] == hashlib.sha256(poison).hexdigest()
+    [too_large] = [x for x in mine if x.get("event_id") == "evt-big"]
+    assert too_large["reason"] == "too_large" and too_large["raw_size"] > NEAR_LIMIT_EVENT
+    assert all(len(r) < 64 * 1024 for r in letters if b"evt-big" in r or b'"malformed"' in r)
+
+
+async def test_a_compressed_poison_record_is_dead_lettered_and_the_partition_goes_on(
+    broker: EmbeddedBroker, worker: WorkerProcess, api: Api, receiver: Receiver,
+) -> None:
+    """8 MB of zeros gzip to a few kB: small on the wire, large once read; it moves on all the same."""
+    rid = (await api.create_receiver(receiver.url("zip")))["id"]
+    bootstrap = broker.url.removeprefix("kafka://")
+    zipped = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", compression_type="gzip",
+                              max_request_size=16 << 20)
+    await zipped.start()
+    try:
+        requests = f"{worker.app_id}.requests"
+        await zipped.send_and_wait(requests, b"0" * (8 << 20), key=rid.encode())
+        good = {"id": "after-zip", "event_type": "t.x", "payload": {}}
+        await zipped.send_and_wait(requests, orjson.dumps(good), key=rid.encode())
+    finally:
+        await zipped.stop()
+    await wait_until(lambda: len(receiver.by_path("zip")) == 1, 60, "the record after the poison")
+    assert receiver.by_path("zip")[0].msg_id == "after-zip"
+    state = await wait_until_read(lambda: api.state(rid), lambda s: s["delivered"] == 1, 30, "delivered")
+    assert state["backlog"] == 0

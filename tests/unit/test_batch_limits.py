@@ -1,0 +1,135 @@
+"""POST /v1/messages/batch is bounded in messages and bytes, and names the field at fault."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from dispatcher.domain.errors import InvalidInput
+from dispatcher.settings import Settings
+from web import api
+from web.app import DISPATCHER
+from web.middleware import errors_middleware
+
+KIB = 1024
+
+
+def test_the_byte_cap_is_32_full_messages_within_the_body_cap() -> None:
+    assert api.batch_byte_cap(32 << 20, 256 * KIB) == 8 << 20, "the defaults: 8 MiB"
+    assert api.batch_byte_cap(1 << 20, 256 * KIB) == 1 << 20, "never over DISPATCHER_MAX_REQUEST_BODY"
+    assert api.batch_byte_cap(32 << 20, 4 * KIB) == 128 * KIB
+
+
+@pytest.mark.parametrize("body", [None, [], {"messages": {}}, {"messages": "x"}, {"other": []}])
+def test_a_batch_needs_a_list_of_messages(body: Any) -> None:
+    with pytest.raises(InvalidInput) as info:
+        api.batch_items(body, 1000)
+    assert info.value.field == "messages"
+
+
+@pytest.mark.parametrize("count", [0, 1001, 100_000])
+def test_a_batch_holds_1_to_the_limit(count: int) -> None:
+    with pytest.raises(InvalidInput, match=r"1\.\.1000 messages") as info:
+        api.batch_items({"messages": [{}] * count}, 1000)
+    assert (info.value.field, info.value.status) == ("messages", 422)
+    assert len(api.batch_items({"messages": [{}] * 1000}, 1000)) == 1000
+
+
+def test_the_byte_check_names_the_field_that_crossed_the_cap() -> None:
+    assert api.check_batch_bytes(100, 100, "messages") == 100
+    with pytest.raises(InvalidInput) as info:
+        api.check_batch_bytes(101, 100, "messages[7].payload")
+    assert (info.value.field, info.value.code, info.value.status) == ("messages[7].payload", "too_large", 413)
+    assert "101" in info.value.message and "100" in info.value.message
+
+
+# the handler, with a dispatcher that owns no receiver (so none is looked up) ----------------------
+
+
+class Owner:
+    """The parts of a Dispatcher that send_batch touches."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.produced: list[tuple[str, bytes]] = []
+
+    def is_local(self, receiver_id: str) -> bool:
+        return False  # the owner elsewhere checks the receiver
+
+    async def produce_requests(self, records: list[tuple[str, bytes]]) -> None:
+        self.produced += records
+
+
+@pytest.fixture
+async def small() -> AsyncIterator[tuple[TestClient, Owner]]:
+    """max_payload 2 KiB: a batch carries at most 64 KiB."""
+    owner = Owner(Settings(max_payload=2 * KIB, max_request_body=1 << 20))
+    app = web.Application(middlewares=[errors_middleware], client_max_size=1 << 20)
+    app[DISPATCHER] = owner  # type: ignore[assignment]
+    app.router.add_post("/v1/messages/batch", api.send_batch)
+    client = TestClient(TestServer(app))
+    await client.start_server()
+    yield client, owner
+    await client.close()
+
+
+def msg(n: int, payload: Any = 0) -> dict[str, Any]:
+    return {"receiver_id": "r", "event_type": "t", "payload": payload, "id": f"m{n}"}
+
+
+async def post(client: TestClient, data: bytes, **kw: Any) -> tuple[int, dict[str, Any]]:
+    resp = await client.post("/v1/messages/batch", data=data, **kw)
+    return resp.status, await resp.json()
+
+
+async def test_a_body_over_the_cap_is_refused_before_it_is_parsed(small: tuple[TestClient, Owner]) -> None:
+    client, owner = small
+    status, answer = await post(client, b"[" + b"{}," * 30_000 + b"{}]")  # 90 KB: never parsed
+    assert (status, answer["error"]["field"], answer["error"]["code"]) == (413, "messages", "too_large")
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: measured once read
+        for _ in range(30):
+            yield b" " * 3000
+        yield orjson.dumps({"messages": [msg(0)]})
+
+    status, answer = await post(client, chunks())  # type: ignore[arg-type]
+    assert (status, answer["error"]["field"]) == (413, "messages")
+    assert owner.produced == []
+
+
+async def test_records_over_the_cap_name_the_message_that_crossed_it(small: tuple[TestClient, Owner]) -> None:
+    """Encoding adds an id, a time and field names: 1,000 tiny messages fit as JSON, not as records."""
+    client, owner = small
+    raw = orjson.dumps({"messages": [msg(n) for n in range(1000)]})
+    assert len(raw) < 64 * KIB
+    status, answer = await post(client, raw)
+    assert (status, answer["error"]["code"]) == (413, "too_large")
+    assert answer["error"]["field"].startswith("messages[") and answer["error"]["field"].endswith("].payload")
+    assert 300 < int(answer["error"]["field"][9:-9]) < 1000
+    assert owner.produced == [], "all or none"
+
+
+async def test_one_message_over_the_payload_cap_is_named(small: tuple[TestClient, Owner]) -> None:
+    client, owner = small
+    status, answer = await post(client, orjson.dumps({"messages": [msg(0), msg(1, "x" * 3000)]}))
+    assert (status, answer["error"]["field"]) == (413, "messages[1].payload")
+    assert owner.produced == []
+
+
+async def test_a_batch_within_every_bound_is_sent_whole(small: tuple[TestClient, Owner]) -> None:
+    client, owner = small
+    status, answer = await post(client, orjson.dumps({"messages": [msg(n, "x" * 1500) for n in range(30)]}))
+    assert (status, answer["ids"]) == (202, [f"m{n}" for n in range(30)])
+    assert len(owner.produced) == 30
+
+
+async def test_invalid_json_and_an_empty_body_are_400s(small: tuple[TestClient, Owner]) -> None:
+    client, _ = small
+    assert (await post(client, b"{nope"))[0] == 400
+    status, answer = await post(client, b"")
+    assert (status, answer["error"]["field"]) == (400, "body")
