@@ -35,6 +35,10 @@ class Fence:
                 log.warning("the stall fence is lifted: ownership is confirmed")
         return allowed
 
+    @property
+    def in_doubt(self) -> bool:
+        return self._fence.in_doubt
+
     def on_revoked(self) -> None:
         self._fence.on_revoked()
 

@@ -72,7 +72,10 @@ class Ownership:
 
     async def on_recovered(self) -> None:
         actives = {tp.partition for tp in self._app.assignor.assigned_actives() if tp.topic == self._topic}
-        lost, gained = self.owned - actives, actives - self.owned
+        # After a stall the group may have given every partition to others meanwhile, and some back
+        # now: nothing held from before (attempts, timers, cached entries) can be trusted.
+        held = set() if self.fence.in_doubt else self.owned
+        lost, gained = (self.owned - held) | (self.owned - actives), actives - held
         self.owned = actives
         self._runner.store.forget_cached()  # recovery may have rewritten any partition's entries
         if lost:

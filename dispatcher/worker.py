@@ -29,7 +29,7 @@ from .partitioning import partitioner
 from .settings import RECORD_OVERHEAD, Settings, SettingsError
 from .slow_lane import Pacer, SlowLane
 from .subscription_feed import SubscriptionFeed
-from .table_writer import ChangelogTable, StorageFailed
+from .table_writer import ChangelogTable, Fenced, StorageFailed
 from .target_guard import TargetGuard
 from .timers import PartitionTimers
 from .topology import Topology, build_topology, topic_names
@@ -72,7 +72,8 @@ class Dispatcher:
         policy = settings.policy()
         self.partition_of = partitioner(settings.partitions)
         # A stall past half the session may have cost this worker its partitions (stall_fence.py).
-        self.fence = Fence(settings.session_timeout / 2, max(2.0, 3 * settings.heartbeat_interval))
+        self.fence = Fence(settings.session_timeout / 2,
+                           max(3 * settings.heartbeat_interval, settings.session_timeout / 2))
         self.table = ChangelogTable(
             self.topology.actors, settings.changelog_linger_ms / 1000, on_fault=self._on_storage_fault,
             may_write=self.fence.allows,
@@ -183,10 +184,16 @@ class Dispatcher:
         sent are dropped instead, never sent late over the next owner's; their records were
         never committed and are read again by whoever owns them next.
         """
-        async with self.runner.lock:
-            if self.app.rebalancing and not self.fence.allows():
-                self.table.discard_unsent()
+        deadline = time.monotonic() + 2 * self.settings.session_timeout
+        while not self.fence.allows():  # a commit waits (it must not pass writes made in doubt)
+            if self.app.rebalancing:
+                async with self.runner.lock:
+                    self.table.discard_unsent()
                 return
+            if time.monotonic() > deadline:
+                raise Fenced("ownership still in doubt: this worker stops rather than commit")
+            await asyncio.sleep(0.05)
+        async with self.runner.lock:
             await self.table.flush()
 
     async def _run_slow_lane(self) -> None:

@@ -44,6 +44,11 @@ class StallFence:
             return True
         return False
 
+    @property
+    def in_doubt(self) -> bool:
+        """Engaged and not lifted by time: whatever this worker held may have been another's since."""
+        return self.fenced_at is not None
+
     def on_revoked(self) -> None:
         if self.fenced_at is not None:
             self.revoked = True

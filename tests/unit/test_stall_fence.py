@@ -34,6 +34,7 @@ def test_without_a_rebalance_the_fence_lifts_after_release_after() -> None:
     f = fence([1.0, 10.0])  # paused 9 s, then resumed
     assert not f.allows(10.0) and not f.allows(11.9)
     assert f.allows(12.0), "no rebalance came: the group never dropped this worker"
+    assert not f.in_doubt
     f.tick(12.1)
     assert f.allows(12.2), "and it stays lifted while the loop ticks"
 
@@ -43,8 +44,9 @@ def test_after_a_revocation_only_the_new_assignment_lifts_it() -> None:
     assert not f.allows(10.0)
     f.on_revoked()
     assert not f.allows(60.0), "a rebalance is under way: time alone does not lift it"
+    assert f.in_doubt, "what it held may have been another worker's meanwhile"
     f.on_assigned(61.0)
-    assert f.allows(61.0)
+    assert f.allows(61.0) and not f.in_doubt
 
 
 def test_a_revocation_without_a_stall_changes_nothing() -> None:
