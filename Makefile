@@ -23,7 +23,7 @@ lint: install
 
 test: install
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs --hypothesis-show-statistics
 
 bench: install
 	$(BIN)/python -m bench

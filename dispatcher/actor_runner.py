@@ -219,7 +219,7 @@ class ActorRunner:
             "at": self.clock(),
             "message": bounded_content({k: entry.get(k) for k in MESSAGE_FIELDS}),
         }
-        raw = orjson.dumps(record)
+        raw = encode_letter(record)
         log.warning(
             "dead-lettered msg_id=%s receiver_id=%s seq=%d attempt=%d reason=%s %s",
             entry["id"], receiver_id, effect.seq, effect.attempts, effect.reason, effect.detail,
@@ -255,7 +255,7 @@ class ActorRunner:
             "dead-lettered msg_id=%s receiver_id=%s seq=%s reason=%s %s",
             effect.msg_id, key, effect.seq, effect.reason, record["detail"][:300],
         )
-        await self._send_dead_letter(key, orjson.dumps(record))
+        await self._send_dead_letter(key, encode_letter(record))
 
 
 MESSAGE_FIELDS = ("type", "data", "headers", "accepted_at", "replay_of")
@@ -263,6 +263,15 @@ MAX_KEY = 256
 # A dead letter must fit in one produce request (Kafka's default limit is 1 MB):
 # a message whose content is larger keeps a summary of it instead.
 MAX_DEAD_LETTER_CONTENT = 512 * 1024
+
+
+def encode_letter(record: dict[str, Any]) -> bytes:
+    """A dead letter's bytes, always: a message whose content cannot be encoded keeps why instead."""
+    try:
+        return orjson.dumps(record)
+    except TypeError as exc:
+        record["message"] = {"data": None, "unencodable": f"{type(exc).__name__}: {exc}"[:300]}
+        return orjson.dumps(record)
 
 
 def message_content(msg: Message) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from .actor_runner import ActorRunner
 from .domain import actor
 from .domain.errors import InvalidInput
 from .domain.records import ReceiverConfig, ReceiverControl, decode_command, decode_request
+from .domain.untrusted import broker_time
 from .table_writer import WriteRefused
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,8 @@ def _command(runner: ActorRunner, receiver_id: str, raw: bytes) -> actor.Command
 def _request_command(runner: ActorRunner, receiver_id: str, msg: Any) -> actor.Command:
     """A producer's record: a message, nothing else."""
     fallback_id = f"kafka_{msg.partition}_{msg.offset}"
-    record = decode_request(receiver_id, msg.value or b"", fallback_id, msg.timestamp)
+    stamped = broker_time(msg.timestamp, runner.clock())  # CreateTime is the producer's word too
+    record = decode_request(receiver_id, msg.value or b"", fallback_id, stamped)
     seen = runner.store.seen_seq(receiver_id, record.id, runner.clock())
     return actor.Intake(record, seen)
 

@@ -25,7 +25,7 @@ import orjson
 from .domain.errors import InvalidInput
 from .domain.events import Event, copy_for, decode_event
 from .domain.records import encode_message_record
-from .domain.untrusted import clean_text, raw_summary
+from .domain.untrusted import broker_time, clean_text, raw_summary
 from .subscription_feed import SubscriptionFeed
 
 log = logging.getLogger(__name__)
@@ -65,12 +65,17 @@ class FanOut:
             log.warning("fanning out before the subscriptions are all read (%d known)", len(self.feed.index))
         fallback_id = f"kafka_{message.partition}_{message.offset}"
         try:
-            event = decode_event(raw, fallback_id, message.timestamp)
+            event = decode_event(raw, fallback_id, broker_time(message.timestamp, time.time()))
         except InvalidInput as exc:
             await self._reject(fallback_id, raw, "malformed", f"{exc.field}: {exc.message}")
             return 0
         receivers = sorted(self.feed.index.match(event.event_type, event.tenant))
-        if receivers and len(encode_message_record(copy_for(event, receivers[0]))) > self.max_record:
+        try:
+            size = len(encode_message_record(copy_for(event, receivers[0]))) if receivers else 0
+        except Exception as exc:  # noqa: BLE001 - whatever the event holds, it is dead-lettered, not lost
+            await self._reject(event.id, raw, "malformed", f"its copies cannot be encoded: {exc}")
+            return 0
+        if size > self.max_record:
             detail = f"its copies would be larger than the {self.max_record} bytes a record may hold"
             await self._reject(event.id, raw, "too_large", detail)
             return 0

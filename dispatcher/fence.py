@@ -15,14 +15,16 @@ TICK = 0.1  # seconds between the loop's ticks
 
 class Fence:
     def __init__(
-        self, stall_limit: float, release_after: float, clock: Callable[[], float] = time.monotonic
+        self, stall_limit: float, release_after: float, clock: Callable[[], float] = time.monotonic,
+        rebalancing: Callable[[], bool] = lambda: False,
     ) -> None:
         self._fence = StallFence(stall_limit, release_after)
         self._clock = clock
+        self._rebalancing = rebalancing
         self._held = False
 
     def allows(self) -> bool:
-        allowed = self._fence.allows(self._clock())
+        allowed = self._fence.allows(self._clock(), self._rebalancing())
         if allowed == self._held:  # changed: say so once
             self._held = not allowed
             if self._held:
@@ -40,6 +42,8 @@ class Fence:
         return self._fence.in_doubt
 
     def on_revoked(self) -> None:
+        """The group took the partitions back (also: this worker dropped its unsent writes):
+        only the next assignment lifts the fence now."""
         self._fence.on_revoked()
 
     def on_assigned(self) -> None:

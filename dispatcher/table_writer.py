@@ -207,6 +207,8 @@ class ChangelogTable:
             await self._drain()
             for partition, sent in list(self._sent.items()):
                 for batch in list(sent):
+                    if batch.future.cancelled():
+                        raise StorageFailed("a changelog send was cancelled")
                     await batch.future  # raises if the batch failed
                 self._store_acked(partition)
         except Exception as exc:  # noqa: BLE001 - raised below as StorageFailed, for good
@@ -238,7 +240,18 @@ class ChangelogTable:
                 producer = self._table.app.producer._producer  # aiokafka's, started with the app
                 topic = self._table.changelog_topic.get_topic_name()
                 for partition, records in pending.items():
+                    if not self._may_write():  # fenced meanwhile: the rest waits, in order
+                        self._hold(pending, partition)
+                        return
                     await self._send(producer, topic, partition, self._sendable(partition, records))
+
+    def _hold(self, pending: dict[int, list[Record]], first: int) -> None:
+        """Put back the writes of `first` and the partitions after it, before any written since."""
+        keys = list(pending)
+        held = {p: pending[p] for p in keys[keys.index(first):]}
+        for partition, records in self._pending.items():
+            held[partition] = held.get(partition, []) + records
+        self._pending = held
 
     def _sendable(self, partition: int, records: list[Record]) -> list[Record]:
         """The newest writes with their values as bytes. One that cannot be encoded is logged and left
@@ -248,7 +261,9 @@ class ChangelogTable:
             try:
                 sendable.append((key, _encoded(value), number))
             except Exception:
-                log.exception("a table write cannot be encoded, key %r: left out", key)
+                # A bug of ours, not a storage fault: stopping would make the record that wrote it a
+                # poison that stops every restart; the rest goes on (the key reads as before it).
+                log.exception("a table write cannot be encoded, key %r: left out", key[:80])
                 unacked = self._unacked.get(partition, {})
                 if unacked.get(key, (0, None))[0] == number:
                     del unacked[key]
@@ -279,7 +294,8 @@ class ChangelogTable:
                 raise StorageFailed("a changelog send was cancelled")
             if future.exception() is not None:
                 raise future.exception()  # type: ignore[misc]
-            self._store_acked(partition)
+            if self._may_write():  # in doubt, acked batches wait: the partition may be another's now
+                self._store_acked(partition)
         except Exception as exc:  # noqa: BLE001 - a refused batch, or RocksDB refused the acked one
             self._fail(exc)
 

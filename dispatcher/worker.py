@@ -72,8 +72,10 @@ class Dispatcher:
         policy = settings.policy()
         self.partition_of = partitioner(settings.partitions)
         # A stall past half the session may have cost this worker its partitions (stall_fence.py).
-        self.fence = Fence(settings.session_timeout / 2,
-                           max(3 * settings.heartbeat_interval, settings.session_timeout / 2))
+        self.fence = Fence(
+            settings.session_timeout / 2, max(3 * settings.heartbeat_interval, settings.session_timeout / 2),
+            rebalancing=lambda: bool(self.topology.app.rebalancing),
+        )
         self.table = ChangelogTable(
             self.topology.actors, settings.changelog_linger_ms / 1000, on_fault=self._on_storage_fault,
             may_write=self.fence.allows,
@@ -189,6 +191,7 @@ class Dispatcher:
             if self.app.rebalancing:
                 async with self.runner.lock:
                     self.table.discard_unsent()
+                self.fence.on_revoked()  # dropped writes: no commit until the next assignment
                 return
             if time.monotonic() > deadline:
                 raise Fenced("ownership still in doubt: this worker stops rather than commit")

@@ -28,7 +28,7 @@ from dispatcher.domain.records import (
 from dispatcher.domain.webhook import iso_timestamp
 
 from .api import _dispatcher, _json, poll_state, read_json, subscription_published, wait_applied
-from .routing import owner_routed
+from .routing import owner_routed, require_sure_ownership
 
 if TYPE_CHECKING:
     from dispatcher.worker import Dispatcher
@@ -260,6 +260,7 @@ async def ping(request: web.Request) -> web.Response:
     """Send a `webhook.ping` now and answer with the receiver's response."""
     dispatcher = _dispatcher(request)
     state = _receiver(dispatcher, request)
+    require_sure_ownership(dispatcher, state.receiver_id)
     outcome = await dispatcher.deliverer.ping(state.receiver_id, state.config)
     partition = dispatcher.partition_of(state.receiver_id)
     await dispatcher.send_outcome(state.receiver_id, partition, outcome)  # attempt log; may close the circuit

@@ -12,7 +12,7 @@ from dispatcher.domain.signing import generate
 
 from .api import _dispatcher, _json, read_json, store_config
 from .receiver_ops import _receiver
-from .routing import owner_routed
+from .routing import owner_routed, require_sure_ownership
 
 
 @owner_routed
@@ -38,6 +38,7 @@ async def verify_endpoint(request: web.Request) -> web.Response:
     dispatcher = _dispatcher(request)
     config = _receiver(dispatcher, request).config
     await dispatcher.guard.check_url(config.url)
+    require_sure_ownership(dispatcher, config.id)
     verified = replace(config, verification=await dispatcher.deliverer.verify(config))
     await store_config(dispatcher, verified)
     return _json(public_view(verified, time.time()))

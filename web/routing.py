@@ -49,3 +49,13 @@ async def forward_to_owner(
     data = orjson.dumps(body) if body is not None else await request.read()
     async with dispatcher.app.http_client.request(request.method, url, headers=headers, data=data) as resp:
         return web.Response(status=resp.status, body=await resp.read(), content_type=resp.content_type)
+
+
+def require_sure_ownership(dispatcher: Dispatcher, receiver_id: str) -> None:
+    """Refuse to POST for a receiver whose ownership this worker doubts (after a stall, until the
+    group has spoken): the caller retries and reaches whoever owns it then."""
+    if not dispatcher.ownership.may_post(dispatcher.partition_of(receiver_id)):
+        raise InvalidInput(
+            "receiver_id", "this worker's ownership of the receiver is in doubt (rebalance); retry",
+            code="unavailable", status=503,
+        )

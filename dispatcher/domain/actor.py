@@ -39,6 +39,7 @@ from .window import Slot, find, floor, replaced, without
 
 _set_field = object.__setattr__  # only on a _Step's own copy of a state
 BODY_PREFIX_KEEP = 1024
+CREATION_SKEW = 2.0  # seconds of clock difference between workers a message's acceptance may show
 DAY = 86400.0
 
 
@@ -532,6 +533,12 @@ class _Step:
             # Fan-out matched a newer index than the event's (a backlog of events, or an id
             # deleted and created again): a receiver gets the events accepted after its creation.
             self.actions.append(Ignored("event accepted before the receiver was created", msg.id))
+            return
+        if msg.accepted_at < state.config.created_at - CREATION_SKEW:
+            # Configuration travels apart from messages, so one accepted for a receiver since
+            # deleted may be read after the id was created again: it was never this one's.
+            why = "accepted before this receiver was created (its id was deleted and created again?)"
+            self.actions.append(DeadLetter(UNKNOWN_RECEIVER, msg.id, None, why, msg))
             return
         seq = state.next_seq
         encoded = encode_backlog_entry(msg, seq)

@@ -17,7 +17,7 @@ import orjson
 
 from .errors import InvalidInput
 from .ids import check_id
-from .records import Message, check_event_type, reject_unknown
+from .records import Message, check_depth, check_event_type, reject_unknown
 from .subscriptions import STAR, check_tenant
 from .untrusted import producer_time
 
@@ -44,6 +44,7 @@ def parse_event_spec(body: object, make_id: Any, now: float) -> Event:
         raise InvalidInput("event_type", "must be a type, not a pattern (no * segments)")
     if "payload" not in body:
         raise InvalidInput("payload", "is required")
+    check_depth(body["payload"], "payload")
     event_id = check_id(body["id"], "id") if "id" in body else make_id()
     return Event(event_id, event_type, body["payload"], check_tenant(body.get("tenant"), "tenant"), now)
 

@@ -176,6 +176,25 @@ class ReceiverControl:
 CONTROL_ACTIONS = ("pause", "resume", "enable", "disable", "delete", "reset")
 
 
+MAX_PAYLOAD_DEPTH = 64  # orjson writes at most 254 levels; a stored or dead-lettered copy adds a few
+
+
+def check_depth(value: object, field_name: str, limit: int = MAX_PAYLOAD_DEPTH) -> None:
+    """Refuse JSON nested deeper than `limit`: deeper still, the copies we make could not be encoded."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            raise InvalidInput(field_name, f"is nested deeper than {limit} levels")
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+
+
 def check_event_type(value: object, field_name: str) -> str:
     if not isinstance(value, str) or not _EVENT_TYPE_RE.fullmatch(value):
         raise InvalidInput(field_name, "must be 1..256 characters of [A-Za-z0-9_.:-]")
@@ -224,6 +243,7 @@ def parse_message_spec(body: object, prefix: str, make_id: Any, now: float) -> M
     event_type = check_event_type(body.get("event_type"), prefix + "event_type")
     if "payload" not in body:
         raise InvalidInput(prefix + "payload", "is required")
+    check_depth(body["payload"], prefix + "payload")
     msg_id = check_id(body["id"], prefix + "id") if "id" in body else make_id()
     headers = check_headers(body.get("headers"), prefix + "headers")
     return Message(msg_id, receiver_id, event_type, body["payload"], headers, now)
@@ -321,6 +341,7 @@ def _decode_message(
     event_type = check_event_type(data.get("event_type"), "event_type")
     if "payload" not in data:
         raise InvalidInput("payload", "is required", code="malformed")
+    check_depth(data["payload"], "payload")
     headers = check_headers(data.get("headers"), "headers")
     accepted_at, note = producer_time(data.get("accepted_at"), fallback_time)
     carried = data.get("time_note")  # a fan-out copy carries its event's

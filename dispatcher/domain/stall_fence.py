@@ -34,11 +34,14 @@ class StallFence:
         self._judge(now)
         self.last_tick = now
 
-    def allows(self, now: float) -> bool:
-        """May this worker write its tables and start POSTs now?"""
+    def allows(self, now: float, rebalancing: bool = False) -> bool:
+        """May this worker write its tables and start POSTs now? (`rebalancing`: the group's
+        rebalance has begun, before the revocation is signalled: time no longer lifts the fence.)"""
         self._judge(now)
         if self.fenced_at is None:
             return True
+        if rebalancing:
+            self.revoked = True
         if not self.revoked and now - self.fenced_at >= self.release_after:
             self.fenced_at = None  # no rebalance came: the group never dropped us
             return True

@@ -102,21 +102,28 @@ def raw_summary(raw: bytes | None, prefix: int = RAW_PREFIX) -> dict[str, Any]:
     }
 
 
-def producer_time(value: object, broker_time: float) -> tuple[float, str]:
+def broker_time(timestamp: object, now: float) -> float:
+    """A record's timestamp (CreateTime: the producer sets it) if it is a sane time, else `now`."""
+    if _finite(timestamp) and 0 < timestamp <= now + MAX_FUTURE_SKEW:  # type: ignore[operator]
+        return float(timestamp)  # type: ignore[arg-type]
+    return now
+
+
+def producer_time(value: object, stamped: float) -> tuple[float, str]:
     """A producer's `accepted_at`, or the broker's timestamp with a note saying why not.
 
     Milliseconds, far-future or ancient times would make every attempt fail as
     "too old" (or never expire) and be blamed on the receiver.
     """
     if value is None:
-        return broker_time, ""
+        return stamped, ""
     if not _finite(value):
-        return broker_time, "accepted_at is not a number of seconds: the broker's timestamp is used"
-    if broker_time > 0 and not broker_time - MAX_PAST <= value <= broker_time + MAX_FUTURE_SKEW:
-        return broker_time, (
+        return stamped, "accepted_at is not a number of seconds: the broker's timestamp is used"
+    if stamped > 0 and not stamped - MAX_PAST <= value <= stamped + MAX_FUTURE_SKEW:
+        return stamped, (
             f"accepted_at {value:.17g} is out of range (more than {MAX_FUTURE_SKEW:g} s ahead of or "
             f"{MAX_PAST / 86400:g} days behind the broker's timestamp): the broker's timestamp is used"
         )
     if value <= 0:
-        return broker_time, "accepted_at must be positive: the broker's timestamp is used"
+        return stamped, "accepted_at must be positive: the broker's timestamp is used"
     return float(value), ""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from bench import engine, http_clients, isolation, suite
+from bench import dead_letter_expiry, engine, http_clients, isolation, suite
 
 
 async def test_isolation_bench_runs_and_saves_its_figures(tmp_path: Path) -> None:
@@ -15,6 +15,14 @@ async def test_isolation_bench_runs_and_saves_its_figures(tmp_path: Path) -> Non
     [saved] = tmp_path.glob("isolation-*.json")
     assert orjson.loads(saved.read_bytes())["fast_alone"]["n"] == result["fast_alone"]["n"] > 0
     assert result["fast_with_bad"]["n"] > 0 and result["bad_receivers"] == 2
+
+
+async def test_dead_letter_expiry_bench_expires_the_whole_backlog(tmp_path: Path) -> None:
+    result = await asyncio.to_thread(dead_letter_expiry.main, ["--quick", "--out", str(tmp_path)])
+    [saved] = tmp_path.glob("dead_letter_expiry-*.json")
+    assert orjson.loads(saved.read_bytes())["expired"] == result["expired"] == 100
+    assert result["healthy_alone"]["n"] > 0 and result["healthy_during_expiry"]["n"] > 0
+    assert result["dead_lettered"] == 150  # 50 refused at once, 100 expired
 
 
 async def test_the_suite_runs_every_scenario_and_loses_nothing(tmp_path: Path) -> None:
