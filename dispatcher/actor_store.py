@@ -96,6 +96,10 @@ class ActorStore:
         raw = self._get(receiver_id, keys.state_key(receiver_id))
         return None if raw is None else ReceiverState.from_bytes(raw)
 
+    def state_durable(self, receiver_id: str) -> bool:
+        """Is the receiver's newest state in the changelog (a successor after a crash recovers it)?"""
+        return bool(self._io.durable(self.partition_of(receiver_id), keys.state_key(receiver_id)))
+
     def save(self, state: ReceiverState) -> None:
         self._put(state.receiver_id, keys.state_key(state.receiver_id), state)  # encoded when sent
         self._cache(state)

@@ -18,7 +18,7 @@ from typing import Any
 from .actor_runner import ActorRunner
 from .domain import actor
 from .domain.errors import InvalidInput
-from .domain.records import ReceiverConfig, ReceiverControl, decode_command, decode_request
+from .domain.records import ReceiverControl, ReceiverUpsert, decode_command, decode_request
 from .domain.untrusted import broker_time
 from .table_writer import WriteRefused
 
@@ -67,8 +67,8 @@ def _command(runner: ActorRunner, receiver_id: str, raw: bytes) -> actor.Command
         return actor.Wake()
     if isinstance(record, ReceiverControl):
         return actor.Control(record.action, record.reason)
-    if isinstance(record, ReceiverConfig):
-        return actor.Configure(record)
+    if isinstance(record, ReceiverUpsert):
+        return actor.Configure(record.config, record.if_absent)
     runner.deliverer.release(receiver_id, record.token)
     return actor.Result(record)
 

@@ -240,6 +240,11 @@ class Deliverer:
             return
         try:
             outcome = await (self._probe(job) if job.probe else self._attempt(job))
+        except Exception as exc:  # a bug of ours must neither wedge the receiver nor loop: a failure
+            log.exception("attempt failed to run receiver_id=%s seq=%s attempt=%d probe=%s",
+                          job.receiver_id, job.seq, job.attempt, job.probe)
+            outcome = Outcome(job.seq, "", job.token, False, None, f"internal error: {type(exc).__name__}",
+                              0.0, self._clock(), attempt=job.attempt, probe=job.probe)
         finally:
             self._free_slot(job.lane, job.host)
         if outcome is None:

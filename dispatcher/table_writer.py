@@ -157,6 +157,10 @@ class ChangelogTable:
         db = self._store._dbs.get(partition)  # a partition not held here has no entries
         return None if db is None else db.get(key)
 
+    def durable(self, partition: int, key: bytes) -> bool:
+        """Has the broker acked the newest write of `key` (so a successor recovers it)?"""
+        return key not in self._unacked.get(partition, {})
+
     def items(
         self, partition: int, prefix: bytes, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:

@@ -69,6 +69,8 @@ async def create_receiver(request: web.Request) -> web.StreamResponse:
     if not dispatcher.is_local(rid):
         return await forward_to_owner(dispatcher, request, rid, {**body, "id": rid})
     state = dispatcher.store.load(rid)
+    if state is None and not dispatcher.ownership.ready:  # it may exist on the partition's next owner
+        raise InvalidInput("id", "the owner of this id is moving (rebalance); retry", "unavailable", 503)
     if state is not None and state.purging:  # the actor ignores a configure until that is done
         raise InvalidInput("id", "is being deleted or reset; try again once that is done", "conflict", 409)
     return await apply_spec(dispatcher, rid, body, state.config if state is not None else None)
@@ -100,22 +102,40 @@ async def apply_spec(
     await dispatcher.guard.check_url(config.url)
     if config.verify and not config.verified:
         config = replace(config, verification=await dispatcher.deliverer.verify(config))
-    await store_config(dispatcher, config)
+    await store_config(dispatcher, config, create=current is None)
     if current is None or config.secret != current.secret:
         return _json(secret_view(config, now), status=201 if current is None else 200)
     return _json(public_view(config, now))
 
 
-async def store_config(dispatcher: Dispatcher, config: ReceiverConfig) -> ReceiverState:
+async def store_config(dispatcher: Dispatcher, config: ReceiverConfig, create: bool = False) -> ReceiverState:
     """Write a receiver's config through its stream and wait until the owner has applied it.
 
     Waiting makes a message sent right after the answer find the receiver as
-    configured, on whichever worker it lands.
+    configured, on whichever worker it lands. A `create` applies only where no
+    receiver has the id: of two creates that race, one gets 409, so no caller is
+    shown a secret that is not the one stored.
     """
-    await dispatcher.produce_commands([(config.id, encode_upsert_record(config))])
-    state = await wait_applied(dispatcher, config.id, lambda state: state.config == config, "id")
+    await dispatcher.produce_commands([(config.id, encode_upsert_record(config, if_absent=create))])
+    done = (lambda state: True) if create else (lambda state: state.config == config)
+    state = await wait_applied(dispatcher, config.id, done, "id")
+    if state.config != config:
+        raise InvalidInput("id", "a receiver with this id was created meanwhile; send again to replace it",
+                           "conflict", 409)
+    await wait_durable(dispatcher, config.id)
     await subscription_published(dispatcher, config.id)  # an event published next finds it
     return state
+
+
+async def wait_durable(dispatcher: Dispatcher, receiver_id: str, limit: float = 10.0) -> None:
+    """Wait until the applied config is in the changelog. Configuration travels apart from
+    messages, so after a crash a message sent after this answer may be read again before the
+    config record is: the successor must already have the config from the changelog."""
+    deadline = time.monotonic() + limit
+    while not dispatcher.store.state_durable(receiver_id):
+        if time.monotonic() >= deadline:
+            raise InvalidInput("id", "applied but not yet durable; read the receiver again", "pending", 504)
+        await asyncio.sleep(0.002)
 
 
 async def subscription_published(dispatcher: Dispatcher, receiver_id: str) -> None:

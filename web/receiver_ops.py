@@ -40,6 +40,10 @@ MAX_REPLAY = 10_000
 def _receiver(dispatcher: Dispatcher, request: web.Request) -> ReceiverState:
     rid = check_id(request.match_info["receiver_id"], "receiver_id")
     state = dispatcher.store.load(rid)
+    if state is None and not dispatcher.ownership.ready:
+        # Its partition is being handed over: what this worker lacks may be the next owner's.
+        raise InvalidInput("receiver_id", "the owner of this receiver is moving (rebalance); retry",
+                           code="unavailable", status=503)
     if state is None:
         raise InvalidInput("receiver_id", f"no receiver {rid!r}", code="not_found", status=404)
     return state

@@ -198,6 +198,7 @@ class Intake:
 @dataclass(slots=True, frozen=True)
 class Configure:
     config: ReceiverConfig
+    if_absent: bool = False  # a create: ignored when another receiver has the id (two creates raced)
 
 
 @dataclass(slots=True, frozen=True)
@@ -381,6 +382,8 @@ def decide(
 ) -> tuple[ReceiverState | None, list[Effect]]:
     """Apply one command to one receiver's state."""
     if isinstance(command, Configure):
+        if command.if_absent and state is not None and state.config != command.config:
+            return state, [Ignored("a receiver with this id exists: a create does not replace it")]
         if state is not None and state.purging:
             return state, [Ignored("receiver is being deleted or reset; configure it once that is done")]
         return _configure(state, command.config, facts, policy)

@@ -276,8 +276,19 @@ def encode_message_record(msg: Message) -> bytes:
     return orjson.dumps(record)
 
 
-def encode_upsert_record(config: ReceiverConfig) -> bytes:
-    return orjson.dumps({"kind": "receiver.upsert", "receiver": config.as_dict()})
+@dataclass(slots=True, frozen=True)
+class ReceiverUpsert:
+    """A receiver's config to apply; `if_absent`: only if no receiver has the id yet (a create)."""
+
+    config: ReceiverConfig
+    if_absent: bool = False
+
+
+def encode_upsert_record(config: ReceiverConfig, if_absent: bool = False) -> bytes:
+    record: dict[str, Any] = {"kind": "receiver.upsert", "receiver": config.as_dict()}
+    if if_absent:
+        record["if_absent"] = True
+    return orjson.dumps(record)
 
 
 def encode_control_record(control: ReceiverControl) -> bytes:
@@ -364,7 +375,7 @@ def encode_outcome(outcome: Outcome) -> bytes:
 WAKE_RECORD = orjson.dumps({"kind": "wake"})
 
 
-Command = Outcome | ReceiverConfig | ReceiverControl | None
+Command = Outcome | ReceiverUpsert | ReceiverControl | None
 
 
 def decode_command(receiver_id: str, raw: bytes) -> Command:
@@ -374,7 +385,7 @@ def decode_command(receiver_id: str, raw: bytes) -> Command:
     if kind == "wake":
         return None
     if kind == "receiver.upsert":
-        return _decode_upsert(receiver_id, data)
+        return ReceiverUpsert(_decode_upsert(receiver_id, data), data.get("if_absent") is True)
     if kind == "receiver.control":
         action = data.get("action")
         if action not in CONTROL_ACTIONS:

@@ -11,6 +11,7 @@ from dispatcher.domain.ids import check_id, new_id
 from dispatcher.domain.records import (
     Message,
     ReceiverConfig,
+    ReceiverUpsert,
     decode_command,
     decode_request,
     encode_message_record,
@@ -69,7 +70,8 @@ def test_message_record_round_trips_and_producer_records_get_defaults() -> None:
     direct = orjson.dumps({"event_type": "a.b", "payload": [1]})
     assert decode_request("r1", direct, "kafka_0_7", 9.0) == Message("kafka_0_7", "r1", "a.b", [1], {}, 9.0)
     config = ReceiverConfig("r1", "http://x.test/", SECRET, ("a.b",), {}, 1.0)
-    assert decode_command("r1", encode_upsert_record(config)) == config
+    assert decode_command("r1", encode_upsert_record(config)) == ReceiverUpsert(config)
+    assert decode_command("r1", encode_upsert_record(config, if_absent=True)) == ReceiverUpsert(config, True)
 
 
 def test_a_config_keeps_its_json_in_memory_sized_to_the_json() -> None:

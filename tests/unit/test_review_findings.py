@@ -8,7 +8,17 @@ import orjson
 import pytest
 
 from dispatcher.actor_runner import encode_letter
-from dispatcher.domain.actor import DeadLetter, Facts, Intake, Policy, ReceiverState, decide
+from dispatcher.domain.actor import (
+    Configure,
+    DeadLetter,
+    Facts,
+    Ignored,
+    Intake,
+    Policy,
+    ReceiverState,
+    SaveState,
+    decide,
+)
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.events import decode_event
 from dispatcher.domain.records import (
@@ -96,3 +106,17 @@ def test_a_rebalance_under_way_keeps_the_fence_past_its_time() -> None:
     assert not fence.allows(30.0), "the rebalance began: only the assignment lifts it"
     fence.on_assigned(31.0)
     assert fence.allows(31.0)
+
+
+def test_of_two_creates_that_race_only_the_first_is_stored() -> None:
+    """A create is applied only where no receiver has the id, so no caller is shown a secret not stored."""
+    first = ReceiverConfig("r1", "http://127.0.0.1:1/", "whsec_" + "A" * 32, created_at=NOW)
+    second = ReceiverConfig("r1", "http://127.0.0.1:2/", "whsec_" + "B" * 32, created_at=NOW + 0.01)
+    state, _ = decide(None, Configure(first, if_absent=True), Facts(NOW), Policy())
+    assert state is not None and state.config == first
+    kept, effects = decide(state, Configure(second, if_absent=True), Facts(NOW), Policy())
+    assert kept is state and [type(e) for e in effects] == [Ignored]
+    again, effects = decide(state, Configure(first, if_absent=True), Facts(NOW), Policy())
+    assert again is not None and again.config == first, "the same create applied again after a crash"
+    replaced, effects = decide(state, Configure(second), Facts(NOW), Policy())
+    assert replaced is not None and replaced.config == second and SaveState() in effects, "a replace"
