@@ -47,9 +47,10 @@ from .runs import RESULTS, run_on, save, worker_loop
 from .suite import body_of, cpu_model, progress
 
 REQUESTS, COMMANDS = "engine.requests", "engine.commands"
-# What nginx answers in the suite: the attempt log stores these with each attempt.
-ANSWER = Response(200, {"Server": "nginx", "Date": "Mon, 23 Nov 2026 18:00:00 GMT",
-                        "Content-Type": "text/plain", "Content-Length": "0", "Connection": "keep-alive"})
+# What nginx answers in the suite, as the transports hand it on (the kept headers, names lowercased):
+# the attempt log stores these with each attempt.
+ANSWER = Response(200, {"server": "nginx", "date": "Mon, 23 Nov 2026 18:00:00 GMT",
+                        "content-type": "text/plain", "content-length": "0"})
 
 
 class DictTable:

@@ -71,7 +71,11 @@ def safe_outcome(outcome: Outcome, now: float) -> Outcome:
 
     A status that is not an HTTP status becomes "no answer" (a failed attempt on
     the normal schedule); an `at` that is not a finite time becomes `now`.
+    Outcomes already well-formed (nearly all) are returned as they are: a
+    rebuild costs about 6 us, the check about 1.
     """
+    if _well_formed(outcome):
+        return outcome
     status = clean_status(outcome.status)
     error = outcome.error
     if status is None and outcome.status is not None:
@@ -89,6 +93,29 @@ def safe_outcome(outcome: Outcome, now: float) -> Outcome:
         body_prefix=clean_text(outcome.body_prefix, MAX_BODY_PREFIX),
         headers=clean_headers(outcome.headers),
     )
+
+
+def _well_formed(o: Outcome) -> bool:
+    status, latency, at, headers = o.status, o.latency_ms, o.at, o.headers
+    if status is None:
+        ok_status = not o.ok
+    else:
+        ok_status = type(status) is int and 100 <= status <= 999 and o.ok == (200 <= status < 300)
+    return (
+        ok_status
+        and type(latency) is float and 0.0 <= latency <= MAX_LATENCY_MS
+        and type(at) is float and math.isfinite(at)
+        and _short_ascii(o.body_prefix, MAX_BODY_PREFIX)
+        and (o.error is None or _short_ascii(o.error, MAX_ERROR))
+        and type(headers) is dict and len(headers) <= MAX_KEPT_HEADERS
+        and all(_short_ascii(k, MAX_HEADER_NAME) and _short_ascii(v, MAX_HEADER_VALUE) and k.islower()
+                for k, v in headers.items())
+    )
+
+
+def _short_ascii(value: object, limit: int) -> bool:
+    """A str of at most `limit` ASCII characters: encodable as it is (ASCII is valid UTF-8)."""
+    return type(value) is str and len(value) <= limit and value.isascii()
 
 
 def raw_summary(raw: bytes | None, prefix: int = RAW_PREFIX) -> dict[str, Any]:
