@@ -4,7 +4,10 @@ Receivers live on the workers that own their partitions, so the worker asked
 lists its own partitions and asks every other worker for theirs
 (`?local=true`), then merges the pages by id. `cursor` is the last id of the
 previous page. Each worker walks its partitions in key order, so a page costs
-the receivers it has to look at, not a sort of all of them.
+the receivers it has to look at, not a sort of all of them, and it looks at
+no more than `SCAN_BUDGET`: a filter that matches few of 100,000 receivers
+answers a short (even empty) page with a `next_cursor` to go on from, instead
+of reading them all in one go.
 """
 
 from __future__ import annotations
@@ -70,24 +73,55 @@ def parse_filters(query: Any) -> Filters:
     )
 
 
-def local_page(dispatcher: Dispatcher, filters: Filters, after: str, limit: int) -> list[dict[str, Any]]:
-    """Up to `limit` matching receivers of this worker's partitions with ids above `after`, in id order."""
+SCAN_BUDGET = 4000  # states a worker reads for one page: a filter that matches little cannot stall it
+
+
+@dataclass(slots=True)
+class LocalPage:
+    receivers: list[dict[str, Any]]
+    scanned_to: str | None  # ids above this were not looked at (the budget ran out); None: all were
+
+
+def local_page(dispatcher: Dispatcher, filters: Filters, after: str, limit: int) -> LocalPage:
+    """Up to `limit` matching receivers of this worker's partitions with ids above `after`, in id order,
+    reading at most `SCAN_BUDGET` states: where that runs out, the page stops at the lowest id not
+    yet passed, so nothing is skipped, and the caller goes on from there."""
+    partitions = sorted(dispatcher.ownership.owned)
+    states = [dispatcher.store.states_after(partition, after) for partition in partitions]
+    page, cut = page_of(states, filters, limit, SCAN_BUDGET)
     now = time.time()
-    streams = []
-    for partition in sorted(dispatcher.ownership.owned):
-        matching = (s for s in dispatcher.store.states_after(partition, after) if filters.accept(s))
-        streams.append(_take(matching, limit))
+    return LocalPage([_summary(state, now) for state in page], cut)
+
+
+def page_of(
+    partitions: list[Any], filters: Filters, limit: int, budget: int
+) -> tuple[list[ReceiverState], str | None]:
+    """The page from each partition's states in id order (`budget` read in all), and where it stops."""
+    per_partition = max(limit, budget // max(1, len(partitions)))
+    streams, frontiers = [], []
+    for states in partitions:
+        matched, frontier = _scan(states, filters, limit, per_partition)
+        streams.append(matched)
+        if frontier is not None:
+            frontiers.append(frontier)
+    cut = min(frontiers) if frontiers else None
     merged = heapq.merge(*streams, key=lambda s: s.receiver_id)
-    return [_summary(state, now) for state, _ in zip(merged, range(limit), strict=False)]
+    return [s for s in merged if cut is None or s.receiver_id <= cut][:limit], cut
 
 
-def _take(states: Any, limit: int) -> list[ReceiverState]:
+def _scan(states: Any, filters: Filters, limit: int, budget: int) -> tuple[list[ReceiverState], str | None]:
+    """Matches among at most `budget` states, up to `limit`; and the last id read if the budget ran out."""
     out: list[ReceiverState] = []
-    for state in states:
-        out.append(state)
-        if len(out) == limit:
-            break
-    return out
+    last = None
+    for read, state in enumerate(states, 1):
+        last = state.receiver_id
+        if filters.accept(state):
+            out.append(state)
+            if len(out) == limit:
+                return out, None  # full: the merge takes care of what lies beyond
+        if read >= budget:
+            return out, last
+    return out, None
 
 
 def _summary(state: ReceiverState, now: float) -> dict[str, Any]:
@@ -107,19 +141,25 @@ async def list_receivers(request: web.Request) -> web.Response:
         check_id(after, "cursor")
     limit = _int_param(request, "limit", 100, 1, MAX_LIST)
     if request.query.get("local") == "true" or request.headers.get(FORWARDED):
-        return _json({"receivers": local_page(dispatcher, filters, after, limit)})
+        local = local_page(dispatcher, filters, after, limit)
+        return _json({"receivers": local.receivers, "scanned_to": local.scanned_to})
     pages = await asyncio.gather(*(
         _page_from(dispatcher, request, url, filters, after, limit) for url in dispatcher.worker_urls()
     ))
-    merged = list(heapq.merge(*pages, key=lambda r: r["id"]))
+    cuts = [p.scanned_to for p in pages if p.scanned_to is not None]
+    cut = min(cuts) if cuts else None
+    merged = [r for r in heapq.merge(*(p.receivers for p in pages), key=lambda r: r["id"])
+              if cut is None or r["id"] <= cut]
     page = merged[:limit]
-    more = len(merged) > limit or any(len(p) == limit for p in pages)
-    return _json({"receivers": page, "next_cursor": page[-1]["id"] if page and more else None})
+    full = len(merged) > limit or any(len(p.receivers) == limit for p in pages)
+    # A page cut short by the scan budget goes on from where the scan stopped (it may be empty).
+    next_cursor = page[-1]["id"] if page and full else cut
+    return _json({"receivers": page, "next_cursor": next_cursor})
 
 
 async def _page_from(
     dispatcher: Dispatcher, request: web.Request, url: Any, filters: Filters, after: str, limit: int
-) -> list[dict[str, Any]]:
+) -> LocalPage:
     if str(url) == str(dispatcher.app.conf.canonical_url):
         return local_page(dispatcher, filters, after, limit)
     target = url.with_path("/v1/receivers").with_query({**request.query, "local": "true"})
@@ -127,4 +167,5 @@ async def _page_from(
     async with dispatcher.app.http_client.get(target, headers=headers) as resp:
         if resp.status != 200:
             raise InvalidInput("cursor", f"worker {url} answered {resp.status}; retry", "unavailable", 503)
-        return orjson.loads(await resp.read())["receivers"]
+        body = orjson.loads(await resp.read())
+        return LocalPage(body["receivers"], body.get("scanned_to"))
