@@ -132,7 +132,11 @@ class ActorRunner:
             self.deliverer.in_flight_seqs(receiver_id),
         )
         new_state, effects = actor.decide(state, command, facts, self.policy)
+        letters = await self._send_dead_letters(receiver_id, effects)
         for effect in effects:
+            if isinstance(effect, actor.DeadLetterHead):  # on the topic already: now the table
+                self.store.put_dead_letter(receiver_id, effect.seq, letters[effect.seq])
+                continue
             sending = self._run(receiver_id, partition, new_state, effect)
             if sending is not None:
                 await sending
@@ -192,8 +196,6 @@ class ActorRunner:
             case actor.MovedLane(lane, p90, timeouts):
                 log.info("receiver_id=%s moved to the %s lane (p90 %s ms, %d timeouts in a row)",
                          receiver_id, lane, p90, timeouts)
-            case actor.DeadLetterHead():
-                return self._dead_letter_head(receiver_id, effect)
             case actor.TrimDeadLetters(_, excess):
                 self.store.trim_dead_letters(receiver_id, partition, excess)
             case actor.LogAttempt():
@@ -204,8 +206,20 @@ class ActorRunner:
                 log.debug("ignored receiver_id=%s msg_id=%s seq=%s: %s", receiver_id, msg_id, seq, reason)
         return None
 
-    async def _dead_letter_head(self, receiver_id: str, effect: actor.DeadLetterHead) -> None:
-        """Record a message that will not be delivered: topic first, then the table."""
+    async def _send_dead_letters(self, receiver_id: str, effects: list[Effect]) -> dict[int, bytes]:
+        """Send the command's dead letters to the topic, all at once, before the table records them.
+
+        One at a time, a backlog expiring 200 messages per command held the
+        runner (every receiver's commands) for 200 broker round trips.
+        """
+        letters = {e.seq: self._dead_letter_record(receiver_id, e)
+                   for e in effects if isinstance(e, actor.DeadLetterHead)}
+        if letters:
+            await asyncio.gather(*(self._send_dead_letter(receiver_id, raw) for raw in letters.values()))
+        return letters
+
+    def _dead_letter_record(self, receiver_id: str, effect: actor.DeadLetterHead) -> bytes:
+        """A message that will not be delivered, as its dead letter (logged)."""
         entry = self.store.get_backlog(receiver_id, effect.seq) or {"id": "", "seq": effect.seq}
         record = {
             "receiver_id": receiver_id,
@@ -224,8 +238,7 @@ class ActorRunner:
             "dead-lettered msg_id=%s receiver_id=%s seq=%d attempt=%d reason=%s %s",
             entry["id"], receiver_id, effect.seq, effect.attempts, effect.reason, effect.detail,
         )
-        await self._send_dead_letter(receiver_id, raw)
-        self.store.put_dead_letter(receiver_id, effect.seq, raw)
+        return raw
 
     async def dead_letter(
         self, receiver_id: str, effect: actor.DeadLetter, raw: bytes = b"", keep_prefix: bool = True
