@@ -96,9 +96,14 @@ class ActorStore:
         raw = self._get(receiver_id, keys.state_key(receiver_id))
         return None if raw is None else ReceiverState.from_bytes(raw)
 
-    def state_durable(self, receiver_id: str) -> bool:
-        """Is the receiver's newest state in the changelog (a successor after a crash recovers it)?"""
-        return bool(self._io.durable(self.partition_of(receiver_id), keys.state_key(receiver_id)))
+    def last_write(self) -> int:
+        """The number of the newest table write so far (of any receiver)."""
+        return int(self._io.last_number)
+
+    def durable_through(self, receiver_id: str, number: int) -> bool | None:
+        """Are the receiver partition's writes up to `number` in the changelog (a successor after a
+        crash recovers them)? None: one was dropped unsent (a rebalance under a stall)."""
+        return self._io.durable(self.partition_of(receiver_id), number)  # type: ignore[no-any-return]
 
     def save(self, state: ReceiverState) -> None:
         self._put(state.receiver_id, keys.state_key(state.receiver_id), state)  # encoded when sent

@@ -102,6 +102,7 @@ class _Sent:
 
     future: asyncio.Future[Any]
     records: list[Record]
+    low: int = 0  # the lowest write number it answers for (writes coalesced into it included)
 
 
 class ChangelogTable:
@@ -121,6 +122,8 @@ class ChangelogTable:
         # partition -> key -> (write number, value) of its newest write not in RocksDB yet
         self._unacked: dict[int, dict[bytes, tuple[int, Value | None]]] = {}
         self._numbers = count(1)
+        self.last_number = 0  # the number of the newest write so far
+        self._dropped: dict[int, int] = {}  # partition -> highest write number dropped unsent
         self._lock: asyncio.Lock | None = None  # one drain at a time keeps each partition's order
         self._wakeup: asyncio.Event | None = None
         self._fault: BaseException | None = None  # the first lost write; set for good
@@ -157,9 +160,16 @@ class ChangelogTable:
         db = self._store._dbs.get(partition)  # a partition not held here has no entries
         return None if db is None else db.get(key)
 
-    def durable(self, partition: int, key: bytes) -> bool:
-        """Has the broker acked the newest write of `key` (so a successor recovers it)?"""
-        return key not in self._unacked.get(partition, {})
+    def durable(self, partition: int, number: int) -> bool | None:
+        """Has the broker acked every write of the partition numbered up to `number` (so a successor
+        recovers them)? None: one of them was dropped unsent, and never will be."""
+        if self._dropped.get(partition, 0) >= number:
+            return None
+        if any(n <= number for _, _, n in self._pending.get(partition, ())):
+            return False
+        return all(sent.low > number or (sent.future.done() and not sent.future.cancelled()
+                                         and sent.future.exception() is None)
+                   for sent in self._sent.get(partition, ()))
 
     def items(
         self, partition: int, prefix: bytes, start: bytes | None = None
@@ -184,7 +194,7 @@ class ChangelogTable:
     def _write(self, partition: int, key: bytes, value: Value | None) -> None:
         self._check()
         self._db(partition)  # open now: the acked batch is stored where this worker holds the partition
-        number = next(self._numbers)
+        number = self.last_number = next(self._numbers)
         self._unacked.setdefault(partition, {})[key] = (number, value)
         self._pending.setdefault(partition, []).append((key, value, number))
         if self._wakeup is not None:
@@ -227,13 +237,18 @@ class ChangelogTable:
             for key, _, number in records:
                 if unacked.get(key, (0, None))[0] == number:
                     del unacked[key]
+            self._drop(partition, max(number for _, _, number in records))
         self._pending.clear()
+
+    def _drop(self, partition: int, upto: int) -> None:
+        self._dropped[partition] = max(self._dropped.get(partition, 0), upto)
 
     def forget_partitions(self, partitions: set[int]) -> None:
         """Partitions handed over (after the flush that precedes it): their overlay is the next owner's."""
         for partition in partitions:
             self._unacked.pop(partition, None)
             self._sent.pop(partition, None)
+            self._drop(partition, self.last_number)
 
     async def _drain(self) -> None:
         if self._lock is None:
@@ -247,7 +262,8 @@ class ChangelogTable:
                     if not self._may_write():  # fenced meanwhile: the rest waits, in order
                         self._hold(pending, partition)
                         return
-                    await self._send(producer, topic, partition, self._sendable(partition, records))
+                    low = min(number for _, _, number in records)
+                    await self._send(producer, topic, partition, self._sendable(partition, records), low)
 
     def _hold(self, pending: dict[int, list[Record]], first: int) -> None:
         """Put back the writes of `first` and the partitions after it, before any written since."""
@@ -268,28 +284,31 @@ class ChangelogTable:
                 # A bug of ours, not a storage fault: stopping would make the record that wrote it a
                 # poison that stops every restart; the rest goes on (the key reads as before it).
                 log.exception("a table write cannot be encoded, key %r: left out", key[:80])
+                self._drop(partition, number)
                 unacked = self._unacked.get(partition, {})
                 if unacked.get(key, (0, None))[0] == number:
                     del unacked[key]
         return sendable
 
-    async def _send(self, producer: Any, topic: str, partition: int, records: list[Record]) -> None:
+    async def _send(
+        self, producer: Any, topic: str, partition: int, records: list[Record], low: int = 0
+    ) -> None:
         batch, taken = producer.create_batch(), 0
         for n, (key, value, _) in enumerate(records):
             if batch.append(key=key, value=value, timestamp=None) is None:
                 if n > taken:  # full: send it and start the next
-                    await self._send_batch(producer, topic, partition, batch, records[taken:n])
+                    await self._send_batch(producer, topic, partition, batch, records[taken:n], low)
                     batch, taken = producer.create_batch(), n
                 if batch.append(key=key, value=value, timestamp=None) is None:  # too large even alone
                     raise ValueError(f"a changelog record of {len(value or b'')} bytes does not fit a batch")
         if len(records) > taken:
-            await self._send_batch(producer, topic, partition, batch, records[taken:])
+            await self._send_batch(producer, topic, partition, batch, records[taken:], low)
 
     async def _send_batch(
-        self, producer: Any, topic: str, partition: int, batch: Any, records: list[Record]
+        self, producer: Any, topic: str, partition: int, batch: Any, records: list[Record], low: int = 0
     ) -> None:
         future = await producer.send_batch(batch, topic, partition=partition)
-        self._sent.setdefault(partition, deque()).append(_Sent(future, records))
+        self._sent.setdefault(partition, deque()).append(_Sent(future, records, low))
         future.add_done_callback(lambda done: self._on_acked(partition, done))
 
     def _on_acked(self, partition: int, future: asyncio.Future[Any]) -> None:

@@ -120,19 +120,26 @@ async def store_config(dispatcher: Dispatcher, config: ReceiverConfig, create: b
     done = (lambda state: True) if create else (lambda state: state.config == config)
     state = await wait_applied(dispatcher, config.id, done, "id")
     if state.config != config:
-        raise InvalidInput("id", "a receiver with this id was created meanwhile; send again to replace it",
-                           "conflict", 409)
-    await wait_durable(dispatcher, config.id)
+        raise InvalidInput("id", "a receiver with this id exists (created meanwhile, or by an earlier try "
+                           "of this request): GET it, or rotate its secret to get one", "conflict", 409)
+    await wait_durable(dispatcher, config.id, dispatcher.store.last_write())
     await subscription_published(dispatcher, config.id)  # an event published next finds it
     return state
 
 
-async def wait_durable(dispatcher: Dispatcher, receiver_id: str, limit: float = 10.0) -> None:
-    """Wait until the applied config is in the changelog. Configuration travels apart from
-    messages, so after a crash a message sent after this answer may be read again before the
-    config record is: the successor must already have the config from the changelog."""
+async def wait_durable(dispatcher: Dispatcher, receiver_id: str, number: int, limit: float = 10.0) -> None:
+    """Wait until the receiver's partition has every write up to `number` (the applied config's
+    among them) in the changelog. Configuration travels apart from messages, so after a crash a
+    message sent after this answer may be read again before the config record is: the successor
+    must already have the config from the changelog."""
     deadline = time.monotonic() + limit
-    while not dispatcher.store.state_durable(receiver_id):
+    while True:
+        durable = dispatcher.store.durable_through(receiver_id, number)
+        if durable:
+            return
+        if durable is None:
+            raise InvalidInput("id", "applied, but its partition is moving; read the receiver again",
+                               "unavailable", 503)
         if time.monotonic() >= deadline:
             raise InvalidInput("id", "applied but not yet durable; read the receiver again", "pending", 504)
         await asyncio.sleep(0.002)

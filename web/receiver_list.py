@@ -73,7 +73,9 @@ def parse_filters(query: Any) -> Filters:
     )
 
 
-SCAN_BUDGET = 4000  # states a worker reads for one page: a filter that matches little cannot stall it
+# States a worker reads for one page (or the page size per partition, if larger): a filter that
+# matches little cannot stall it.
+SCAN_BUDGET = 4000
 
 
 @dataclass(slots=True)

@@ -39,7 +39,7 @@ from .window import Slot, find, floor, replaced, without
 
 _set_field = object.__setattr__  # only on a _Step's own copy of a state
 BODY_PREFIX_KEEP = 1024
-CREATION_SKEW = 2.0  # seconds of clock difference between workers a message's acceptance may show
+CREATION_SKEW = 10.0  # seconds of clock difference between workers a message's acceptance may show
 DAY = 86400.0
 
 
@@ -375,6 +375,7 @@ BACKLOG_FULL = "backlog_full"
 RECEIVER_DELETED = "receiver_deleted"
 STATE_RESET = "state_reset"
 TOO_LARGE = "too_large"
+BEFORE_CREATION = "accepted_before_creation"
 
 
 def decide(
@@ -539,9 +540,11 @@ class _Step:
             return
         if msg.accepted_at < state.config.created_at - CREATION_SKEW:
             # Configuration travels apart from messages, so one accepted for a receiver since
-            # deleted may be read after the id was created again: it was never this one's.
-            why = "accepted before this receiver was created (its id was deleted and created again?)"
-            self.actions.append(DeadLetter(UNKNOWN_RECEIVER, msg.id, None, why, msg))
+            # deleted may be read after the id was created again: it was never this one's. (A
+            # receiver gets what was accepted after its creation, as it does for events.)
+            why = (f"accepted {state.config.created_at - msg.accepted_at:.0f} s before this receiver was "
+                   "created (its id deleted and created again, or an accepted_at from before it)")
+            self.actions.append(DeadLetter(BEFORE_CREATION, msg.id, None, why, msg))
             return
         seq = state.next_seq
         encoded = encode_backlog_entry(msg, seq)

@@ -78,8 +78,8 @@ def test_a_message_accepted_before_its_receiver_was_created_is_dead_lettered_not
     old = Message("m-old", "r1", "a.b", {}, accepted_at=NOW - 60)
     _, effects = decide(state, Intake(old), Facts(NOW + 1), Policy())
     [letter] = [e for e in effects if isinstance(e, DeadLetter)]
-    assert letter.reason == "unknown_receiver" and letter.message == old
-    skewed = Message("m-new", "r1", "a.b", {}, accepted_at=NOW - 1)  # another worker's clock, a bit behind
+    assert letter.reason == "accepted_before_creation" and letter.message == old
+    skewed = Message("m-new", "r1", "a.b", {}, accepted_at=NOW - 5)  # another worker's clock, a bit behind
     new_state, effects = decide(state, Intake(skewed), Facts(NOW + 1), Policy())
     assert new_state is not None and new_state.next_seq == 2 and not any(
         isinstance(e, DeadLetter) for e in effects)

@@ -330,3 +330,21 @@ async def test_a_send_that_raises_in_the_sender_task_stops_the_table(parts) -> N
     assert len(faults) == 1 and "producer closed" in str(faults[0])
     with pytest.raises(StorageFailed):
         await table.flush()
+
+
+async def test_a_write_is_durable_once_the_batch_that_carries_it_or_its_successor_is_acked(parts) -> None:
+    table, _, producer = parts
+    table.put(0, b"s/r1", b"config")
+    config_write = table.last_number
+    table.put(0, b"s/r1", b"config+intake")  # coalesced with it: only this one is sent
+    assert table.durable(0, config_write) is False, "still pending"
+    await table._drain()
+    assert [len(batch.records) for _, batch, _ in producer.sent] == [1]
+    table.put(0, b"s/r1", b"later")  # pending, but newer than what is waited for
+    assert table.durable(0, config_write) is False, "sent, not acked"
+    producer.ack(0)
+    await settle()
+    assert table.durable(0, config_write) is True, "the successor write carrying it is acked"
+    assert table.durable(0, table.last_number) is False
+    table.discard_unsent()
+    assert table.durable(0, table.last_number) is None, "dropped: it never will be"
