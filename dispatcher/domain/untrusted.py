@@ -28,8 +28,13 @@ MAX_PAST = 90 * 86400.0  # the longest max_age a receiver may set
 
 def clean_text(value: object, limit: int) -> str:
     """A string safe to encode as JSON and log: valid UTF-8 (lone surrogates replaced), at most `limit`."""
-    text = value if isinstance(value, str) else ("" if value is None else repr(value))
-    text = text[:limit]
+    if isinstance(value, str):
+        text = value[:limit]
+    else:
+        try:  # repr can raise (an int past Python's 4,300 digits) or be huge
+            text = "" if value is None else repr(value)[:limit]
+        except Exception:  # noqa: BLE001 - total: the type's name says enough
+            text = f"<{type(value).__name__}>"
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -120,3 +120,10 @@ def test_of_two_creates_that_race_only_the_first_is_stored() -> None:
     assert again is not None and again.config == first, "the same create applied again after a crash"
     replaced, effects = decide(state, Configure(second), Facts(NOW), Policy())
     assert replaced is not None and replaced.config == second and SaveState() in effects, "a replace"
+
+
+def test_cleaning_text_is_total_even_for_values_whose_repr_raises() -> None:
+    from dispatcher.domain.untrusted import clean_text
+
+    assert clean_text(10**5000, 20) == "<int>"  # repr refuses ints past 4,300 digits
+    assert clean_text("ab\udcff", 10) == "ab?" and clean_text(None, 5) == ""
