@@ -26,7 +26,7 @@ from typing import Any
 from dispatcher.broker import EmbeddedBroker, free_port
 from tests.harness import Api, Delivery, Receiver, WorkerProcess, new_app_id, wait_until_read
 
-from .isolation import paced_phase, percentiles
+from .isolation import paced_phase, percentiles, print_latencies
 from .runs import RESULTS, save
 
 MAX_AGE = 2.0
@@ -113,11 +113,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         vars(args).update({"fast": 5, "rate": 40, "seconds": 1.0, "dead": 50, "backlog": 100})
     result = asyncio.run(run(args))
     path = save(result, args.out, "dead_letter_expiry", default=str)
-    print(f"\n{'healthy receivers':<28}{'n':>7}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}{'max ms':>10}")
-    for label, key in (("alone", "healthy_alone"), ("during the expiry", "healthy_during_expiry")):
-        f = result[key]
-        print(f"{label:<28}{f['n']:>7}{f.get('p50_ms', '-'):>10}{f.get('p95_ms', '-'):>10}"
-              f"{f.get('p99_ms', '-'):>10}{f.get('max_ms', '-'):>10}")
+    print_latencies("healthy receivers", [("alone", result["healthy_alone"]),
+                                          ("during the expiry", result["healthy_during_expiry"])])
     print(f"{result['expired']:,} messages expired in {result['expiry_s']} s")
     print(f"saved {path}")
     return result

@@ -45,6 +45,14 @@ def percentiles(values: list[float]) -> dict[str, float]:
     }
 
 
+def print_latencies(title: str, rows: list[tuple[str, dict[str, Any]]]) -> None:
+    """A table of `percentiles` results, one row per phase."""
+    print(f"\n{title:<28}{'n':>7}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}{'max ms':>10}")
+    for label, f in rows:
+        print(f"{label:<28}{f['n']:>7}{f.get('p50_ms', '-'):>10}{f.get('p95_ms', '-'):>10}"
+              f"{f.get('p99_ms', '-'):>10}{f.get('max_ms', '-'):>10}")
+
+
 async def paced_phase(api: Api, fast: list[str], server: Receiver, rate: int, seconds: float) -> list[float]:
     """Send `rate` messages/s round-robin to `fast`; return each message's latency."""
     sent: dict[str, float] = {}
@@ -145,11 +153,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         vars(args).update(quick)
     result = asyncio.run(run(args))
     path = save(result, args.out, "isolation", default=str)
-    print(f"\n{'fast receivers':<28}{'n':>7}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}{'max ms':>10}")
-    for label, key in (("alone", "fast_alone"), ("with bad receivers", "fast_with_bad")):
-        f = result[key]
-        print(f"{label:<28}{f['n']:>7}{f.get('p50_ms', '-'):>10}{f.get('p95_ms', '-'):>10}"
-              f"{f.get('p99_ms', '-'):>10}{f.get('max_ms', '-'):>10}")
+    print_latencies("fast receivers", [("alone", result["fast_alone"]),
+                                       ("with bad receivers", result["fast_with_bad"])])
     print(f"bad receivers in the slow lane: {result['bad_in_slow_lane']} of {result['bad_receivers']}")
     print(f"saved {path}")
     return result

@@ -136,19 +136,11 @@ class Dispatcher:
 
     async def produce_requests(self, records: list[tuple[str, bytes]]) -> None:
         """Produce to the requests topic and wait until every record is acked."""
-        futures = [
-            await self.topology.requests.send(key=rid.encode(), value=value) for rid, value in records
-        ]
-        for fut in futures:
-            await fut
+        await _send_all(self.topology.requests, records)
 
     async def produce_commands(self, records: list[tuple[str, bytes]]) -> None:
         """Produce the API's configuration and control records to the commands topic (workers only)."""
-        futures = [
-            await self.topology.commands.send(key=rid.encode(), value=value) for rid, value in records
-        ]
-        for fut in futures:
-            await fut
+        await _send_all(self.topology.commands, records)
 
     async def send_outcome(self, receiver_id: str, partition: int, outcome: Outcome) -> None:
         """Report an outcome to the receiver's actor: at once if its partition is here and settled,
@@ -282,6 +274,13 @@ class Dispatcher:
             "timers": len(self.timers),
             "collector": collector.stats(),
         }
+
+
+async def _send_all(topic: Any, records: list[tuple[str, bytes]]) -> None:
+    """Produce records keyed by receiver id, then wait until the broker has every one."""
+    futures = [await topic.send(key=rid.encode(), value=value) for rid, value in records]
+    for fut in futures:
+        await fut
 
 
 async def _send(topic: Any, key: str, value: bytes | None) -> None:

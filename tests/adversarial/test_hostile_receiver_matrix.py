@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import Api, WorkerProcess, wait_until_read
+from tests.harness import Api, ScriptedReceiver, WorkerProcess, wait_until_read
 
 pytestmark = [pytest.mark.integration, pytest.mark.adversarial]
 
@@ -54,52 +54,29 @@ ATTACKS: dict[str, bytes] = {
 }
 
 
-class HostileServer:
-    """Counts the POSTs to each path and answers each with its attack."""
+async def answer_with_attack(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: ScriptedReceiver
+) -> None:
+    """Answer one request with the attack its path names, then hang up (with a reset if it says so)."""
+    head = await server.read_request(reader)
+    path = head.split(b" ", 2)[1].decode().lstrip("/")
+    answer = ATTACKS.get(path.split("/")[0], b"HTTP/1.1 204 No Content\r\n\r\n")
+    writer.write(answer.removesuffix(RESET))
+    await writer.drain()
+    if answer.endswith(RESET):
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
 
-    def __init__(self) -> None:
-        self.posts: Counter[str] = Counter()
-        self.server: asyncio.Server | None = None
-        self.port = 0
 
-    async def start(self) -> HostileServer:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
-        return self
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{path}"
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), 0)
-            await reader.readexactly(length)
-            path = head.split(b" ", 2)[1].decode().lstrip("/")
-            if head.startswith(b"POST"):
-                self.posts[path] += 1
-            answer = ATTACKS.get(path.split("/")[0], b"HTTP/1.1 204 No Content\r\n\r\n")
-            writer.write(answer.removesuffix(RESET))
-            await writer.drain()
-            if answer.endswith(RESET):
-                sock = writer.get_extra_info("socket")
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                writer.transport.abort()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
+def posts_by_path(server: ScriptedReceiver) -> Counter[str]:
+    return Counter(raw.split(b" ", 2)[1].decode().lstrip("/") for raw in server.requests
+                   if raw.startswith(b"POST"))
 
 
 @pytest.fixture(scope="module")
-async def hostile() -> AsyncIterator[HostileServer]:
-    server = await HostileServer().start()
+async def hostile() -> AsyncIterator[ScriptedReceiver]:
+    server = await ScriptedReceiver(answer_with_attack).start()
     yield server
     await server.stop()
 
@@ -120,7 +97,7 @@ async def _message_status(api: Api, rid: str, msg_id: str) -> dict[str, Any]:
 
 
 async def test_every_hostile_answer_gets_exactly_the_scheduled_posts(
-    client_worker: WorkerProcess, hostile: HostileServer
+    client_worker: WorkerProcess, hostile: ScriptedReceiver
 ) -> None:
     api = Api(client_worker.url)
     try:
@@ -140,7 +117,8 @@ async def test_every_hostile_answer_gets_exactly_the_scheduled_posts(
         for attack, (rid, _) in sent.items():
             state = await api.state(rid)
             assert state["backlog"] == 0, (attack, state)
-        posts = {attack: hostile.posts[f"{attack}/{client_worker.app_id}"] for attack in ATTACKS}
+        counted = posts_by_path(hostile)
+        posts = {name: counted[f"{name}/{client_worker.app_id}"] for name in ATTACKS}
         assert outcomes == dict.fromkeys(ATTACKS, ("dead_lettered", "max_attempts")), outcomes
         assert posts == dict.fromkeys(ATTACKS, ATTEMPTS), posts
     finally:

@@ -57,6 +57,15 @@ def _fill(volume: Path, leave_mb: int) -> Path:
     return filler
 
 
+async def _start_on(make_worker: Callable[..., WorkerProcess], name: str, data_dir: Path) -> WorkerProcess:
+    """A worker on `data_dir`, ready; small memtables, so RocksDB writes to disk early."""
+    worker = make_worker(name, DISPATCHER_TABLE_WRITE_BUFFER="262144")
+    worker.data_dir = data_dir
+    worker.start()
+    await worker.wait_ready()
+    return worker
+
+
 async def _send(session: aiohttp.ClientSession, url: str, rid: str, n: int) -> str | None:
     body = {"receiver_id": rid, "id": f"big-{n:04d}", "event_type": "t.x", "payload": {"n": n, "d": PAYLOAD}}
     try:
@@ -70,10 +79,7 @@ async def test_a_full_disk_stops_the_worker_and_loses_nothing(
     make_worker: Callable[..., WorkerProcess], small_volume: Path, receiver: Receiver
 ) -> None:
     data_dir = small_volume / "data"
-    first = make_worker("full", DISPATCHER_TABLE_WRITE_BUFFER="262144")
-    first.data_dir = data_dir
-    first.start()
-    await first.wait_ready()
+    first = await _start_on(make_worker, "full", data_dir)
     api = Api(first.url)
     try:
         rid = (await api.create_receiver(receiver.url("full")))["id"]
@@ -98,10 +104,7 @@ async def test_a_full_disk_stops_the_worker_and_loses_nothing(
     assert len(accepted) > 10, "the disk filled before the test could send anything"
 
     filler.unlink()  # the space comes back
-    second = make_worker("after", DISPATCHER_TABLE_WRITE_BUFFER="262144")
-    second.data_dir = data_dir
-    second.start()
-    await second.wait_ready()
+    second = await _start_on(make_worker, "after", data_dir)
     api = Api(second.url)
     try:
         deadline = time.monotonic() + 60
