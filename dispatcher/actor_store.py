@@ -245,12 +245,11 @@ class ActorStore:
         self._io.delete(partition, keys.state_key(receiver_id))
         return len(doomed) + 1, True
 
-    def forget(self, receiver_id: str, partition: int, kinds: tuple[bytes, ...] = ALL_ENTRIES) -> int:
-        """Delete the receiver's entries of `kinds` (by default all, and its state); return the count."""
+    def forget(self, receiver_id: str, partition: int, kinds: tuple[bytes, ...]) -> int:
+        """Delete the receiver's entries of `kinds` (its history, on a reset); return the count.
+        A deleted receiver goes through `forget_step`, its state last."""
         self._heads.clear()
-        doomed = [keys.state_key(receiver_id)] if kinds == ALL_ENTRIES else []
-        if doomed:
-            self._states.pop(receiver_id, None)
+        doomed: list[bytes] = []
         for kind in kinds:
             doomed += [key for key, _ in self._scan(partition, keys.prefix(kind, receiver_id))]
         if keys.RETAINED in kinds and keys.BACKLOG not in kinds:  # a kept message goes with its mark

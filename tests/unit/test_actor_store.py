@@ -244,7 +244,7 @@ def test_a_head_read_for_its_age_is_not_read_again_by_its_attempt(tmp_path: Path
 def test_a_kept_head_is_not_served_once_its_key_is_written_again(store: ActorStore) -> None:
     store.put_backlog("r1", 1, entry(1))
     store.accepted_at("r1", 1)
-    store.forget("r1", 0)  # a reset: its seqs start again at 1
+    store.forget_step("r1", 0, 1000)  # deleted and created again: its seqs start again at 1
     assert store.backlog_run("r1", 1, 1, 1 << 20) == []
     store.put_backlog("r1", 1, orjson.dumps({"id": "new", "seq": 1, "accepted_at": 5.0}))
     store.accepted_at("r1", 1)
