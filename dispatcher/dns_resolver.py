@@ -25,7 +25,7 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 import aiodns
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -87,7 +87,9 @@ class AresLookup:
 
     def _channel(self) -> aiodns.DNSResolver:
         if self._resolver is None:
-            options = {"resolvconf_path": self._resolvconf_path} if self._resolvconf_path else {}
+            options: dict[str, Any] = {}
+            if self._resolvconf_path:
+                options["resolvconf_path"] = self._resolvconf_path
             # Two tries in the time we wait: one lost UDP packet is not a failed delivery.
             self._resolver = aiodns.DNSResolver(
                 self._nameservers or None, timeout=self._timeout / 2, tries=2, **options
@@ -97,7 +99,7 @@ class AresLookup:
     async def __call__(self, host: str, family: int) -> tuple[tuple[Address, ...], float]:
         try:
             result = await self._channel().getaddrinfo(
-                host, family=family, type=socket.SOCK_STREAM, flags=self._flags
+                host, family=socket.AddressFamily(family), type=socket.SOCK_STREAM, flags=self._flags
             )
         except aiodns.error.DNSError as exc:
             raise _lookup_error(host, exc) from None

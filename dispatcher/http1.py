@@ -33,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httptools
+from aiohttp.abc import ResolveResult
 from yarl import URL
 
 from .target_guard import BlockedTarget, TargetGuard
@@ -448,7 +449,7 @@ class Http1Transport:
         self._idle_count = len(kept)
 
 
-def _sockaddr(answer: dict[str, object]) -> tuple[object, ...]:
+def _sockaddr(answer: ResolveResult) -> tuple[object, ...]:
     host, port = answer["host"], answer["port"]
     if answer["family"] == socket.AF_INET6:
         return (host, port, 0, 0)

@@ -143,14 +143,9 @@ class Settings:
     fetch_idle_wait_ms: int = 50
     # Bytes per producer batch.
     producer_max_batch_bytes: int = 16384
-    # Read each changelog partition's end from a fetch response, not from
-    # ListOffsets: the embedded broker reports the last *batch's* base offset
-    # + 1 there, and table recovery would stop short of the last records.
-    # `dev` sets it; real Kafka answers ListOffsets exactly.
-    highwaters_by_fetch: bool = False
     # The broker never compacts a changelog, so any jump in a changelog's
     # offsets while reading it is a fault to read again, not a compacted
-    # record (see kafka_transport._Consumer). `dev` sets it; never on a
+    # record (see overrides/consumer.py). `dev` sets it; never on a
     # broker that compacts.
     contiguous_changelogs: bool = False
     standby_replicas: int = 1
@@ -234,7 +229,7 @@ class Settings:
     def slot_pool(self) -> SlotPool[Any]:
         with _as_settings_error():
             overrides = parse_host_limits(self.host_limits, "DISPATCHER_HOST_LIMITS")
-        lanes = {Lane.FAST: self.fast_lane_in_flight(), Lane.SLOW: self.slow_lane_in_flight}
+        lanes: dict[str, int] = {Lane.FAST: self.fast_lane_in_flight(), Lane.SLOW: self.slow_lane_in_flight}
         return SlotPool(lanes, self.host_limit, overrides)
 
 

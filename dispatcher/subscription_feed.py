@@ -26,7 +26,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .domain.subscriptions import SubscriptionIndex, decode_subscription
 from .failures import log_failure
-from .fetch_wait import adapt_fetch_wait
+from .overrides.fetcher import adapt_fetch_wait
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,9 @@ class SubscriptionFeed:
 
     async def _pass_barrier(self) -> None:
         started = time.monotonic()
-        while (consumer := self._consumer) is None:
+        while self._consumer is None:
             await self._wait_progress()
+        consumer: Any = self._consumer
         tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
         ends = await consumer.end_offsets(tps)
         for tp in tps:

@@ -50,30 +50,13 @@ from typing import Any, SupportsBytes
 import rocksdict
 from faust.types import TP
 
+from .overrides.store import aiokafka_producer, held_db, open_unlogged, partition_db
+
 log = logging.getLogger(__name__)
 
 Value = bytes | SupportsBytes  # bytes, or what gives them once the write is sent
 Record = tuple[bytes, Value | None, int]  # key, value (None: a delete), write number
 LINGER = 0.005  # seconds writes pile up before they are sent: fewer, larger produce requests
-
-
-def _unlogged() -> rocksdict.WriteOptions:
-    options = rocksdict.WriteOptions()
-    options.disable_wal = True
-    return options
-
-
-def open_unlogged(store: Any) -> None:
-    """Make every RocksDB the store opens (Faust's recovery included) write without the WAL."""
-    options = store.rocksdb_options
-    open_db = options.open
-
-    def open_without_wal(path: Any, *, read_only: bool = False) -> Any:
-        db = open_db(path, read_only=read_only)
-        db.set_write_options(_unlogged())
-        return db
-
-    options.open = open_without_wal
 
 
 class WriteRefused(RuntimeError):
@@ -108,9 +91,11 @@ class _Sent:
 class ChangelogTable:
     def __init__(
         self, table: Any, linger: float = LINGER, on_fault: Callable[[BaseException], None] = _ignore_fault,
-        may_write: Callable[[], bool] = _always,
+        may_write: Callable[[], bool] = _always, producer: Callable[[], Any] | None = None,
     ) -> None:
         self._table = table
+        # aiokafka's producer (started with the app), or one a test acks by hand
+        self._producer = producer or (lambda: aiokafka_producer(table.app))
         self._on_fault = on_fault
         # The stall fence: while ownership is in doubt nothing is sent or flushed (the runner
         # checks it before each command, so no command is applied in part).
@@ -149,7 +134,7 @@ class ChangelogTable:
 
     def _db(self, partition: int) -> Any:
         """The partition's RocksDB (opened on first use)."""
-        return self._store._db_for_partition(partition)  # Faust has no public per-partition access
+        return partition_db(self._store, partition)
 
     def get(self, partition: int, key: bytes) -> bytes | None:
         unacked = self._unacked.get(partition)
@@ -157,7 +142,7 @@ class ChangelogTable:
             newest = unacked.get(key)
             if newest is not None:
                 return _encoded(newest[1])
-        db = self._store._dbs.get(partition)  # a partition not held here has no entries
+        db = held_db(self._store, partition)  # a partition not held here has no entries
         return None if db is None else db.get(key)
 
     def durable(self, partition: int, number: int) -> bool | None:
@@ -256,7 +241,7 @@ class ChangelogTable:
         async with self._lock:
             while self._pending and self._may_write():  # fenced: held until ownership is known
                 pending, self._pending = self._pending, {}
-                producer = self._table.app.producer._producer  # aiokafka's, started with the app
+                producer = self._producer()
                 topic = self._table.changelog_topic.get_topic_name()
                 for partition, records in pending.items():
                     if not self._may_write():  # fenced meanwhile: the rest waits, in order
@@ -300,7 +285,8 @@ class ChangelogTable:
                     await self._send_batch(producer, topic, partition, batch, records[taken:n], low)
                     batch, taken = producer.create_batch(), n
                 if batch.append(key=key, value=value, timestamp=None) is None:  # too large even alone
-                    raise ValueError(f"a changelog record of {len(value or b'')} bytes does not fit a batch")
+                    size = len(_encoded(value) or b"")
+                    raise ValueError(f"a changelog record of {size} bytes does not fit a batch")
         if len(records) > taken:
             await self._send_batch(producer, topic, partition, batch, records[taken:], low)
 
@@ -329,7 +315,7 @@ class ChangelogTable:
         before it (flush raises its error, so no offset is committed past it).
         """
         sent = self._sent.get(partition)
-        db = self._store._dbs.get(partition)
+        db = held_db(self._store, partition)
         if not sent or db is None:
             return
         unacked = self._unacked.get(partition, {})

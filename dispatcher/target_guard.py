@@ -55,7 +55,7 @@ class TargetGuard:
 
         The answers may come from a cache; this check never does, so it runs on every call.
         """
-        answers = await self._inner().resolve(host, port, family)
+        answers = await self._inner().resolve(host, port, socket.AddressFamily(family))
         allowed: list[ResolveResult] = []
         refused: list[str] = []
         for answer in answers:

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 from .domain.wheel import TimingWheel
 
@@ -61,7 +61,7 @@ class PartitionTimers:
         wheel = self._wheels.get(partition)
         return None if wheel is None else wheel.due_at(receiver_id)
 
-    def drop_partitions(self, partitions: set[int]) -> None:
+    def drop_partitions(self, partitions: Collection[int]) -> None:
         for partition in partitions:
             self._wheels.pop(partition, None)
 

@@ -10,36 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import faust
-from faust.tables.manager import TableManager
-
-from .kafka_transport import DispatcherApp
+from .overrides.app import DispatcherApp, QuickTableManager
 from .settings import Settings
 
 
 @dataclass(slots=True)
 class Topology:
-    app: faust.App
+    app: DispatcherApp
     requests: Any  # faust.TopicT
     commands: Any
     dead_letters: Any
     subscriptions: Any  # receiver id -> its event types and tenant (every worker reads it all)
     events: Any  # events for fan-out, keyed by event id
     actors: Any  # faust.Table
-
-
-class _TableManager(TableManager):
-    """Faust's table manager without its one-second nap at start.
-
-    Faust sleeps 1 s before it reads the registered tables, so that tables
-    declared late get in; ours are all declared before the app starts, and
-    that second delayed every start, a restart after kill -9 included.
-    """
-
-    async def on_start(self) -> None:
-        if not self.should_stop:
-            await self._update_channels()
-            await self.recovery.start()
 
 
 def topic_names(settings: Settings) -> dict[str, str]:
@@ -57,7 +40,6 @@ def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
     app = DispatcherApp(settings.app_id, **faust_config(settings, web_middlewares))
     app.fetch_max_wait_ms = settings.fetch_max_wait_ms
     app.fetch_idle_wait_ms = settings.fetch_idle_wait_ms
-    app.highwaters_by_fetch = settings.highwaters_by_fetch
     app.contiguous_changelogs = settings.contiguous_changelogs
     names = topic_names(settings)
     raw: dict[str, Any] = {
@@ -91,7 +73,7 @@ def faust_config(settings: Settings, web_middlewares: list[Any]) -> dict[str, An
     return {
         "broker": settings.broker,
         "store": "rocksdb://",
-        "TableManager": _TableManager,
+        "TableManager": QuickTableManager,
         # Everything we store or send is bytes we encoded ourselves (orjson).
         "key_serializer": "raw",
         "value_serializer": "raw",

@@ -6,9 +6,8 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-import faust
 from yarl import URL
 
 from . import collector
@@ -23,7 +22,8 @@ from .fanout import FanOut
 from .fence import Fence
 from .heap import trim_periodically
 from .http1 import Http1Transport
-from .kafka_transport import client_options
+from .overrides.app import DispatcherApp, QuietWorker
+from .overrides.highwaters import client_options
 from .ownership import Ownership
 from .partitioning import partitioner
 from .settings import RECORD_OVERHEAD, Settings, SettingsError
@@ -120,16 +120,16 @@ class Dispatcher:
         app.flush_hooks.append(self._flush_table)
         app.task(self._run_slow_lane)
         self.topology.actors.on_recover(self.ownership.on_recovered)
-        app.on_partitions_revoked.connect(self.ownership.on_revoked)
+        app.on_partitions_revoked.connect(self.ownership.on_revoked)  # type: ignore[arg-type]  # mode's stub
         app.task(self._run_timers)
         app.task(self.fence.run)
         app.task(self._trim_heap)
         app.task(self._settle_collector)
-        app.on_before_shutdown.connect(self._on_shutdown)
-        setup_web(app.web.web_app, self)
+        app.on_before_shutdown.connect(self._on_shutdown)  # type: ignore[arg-type]  # mode's stub
+        setup_web(cast(Any, app.web).web_app, self)  # Faust's aiohttp driver holds the aiohttp app
 
     @property
-    def app(self) -> faust.App:
+    def app(self) -> DispatcherApp:
         return self.topology.app
 
     # producers ----------------------------------------------------------------
@@ -308,24 +308,12 @@ def http_client(name: str) -> type[Http1Transport] | type[AiohttpTransport]:
     return kind
 
 
-class _Worker(faust.Worker):
-    """Faust's worker without its terminal spinner.
-
-    For a level of WARN or above the spinner sets the root logger to DEBUG, so
-    every debug call of Faust and aiokafka (several per record) built a log
-    record only for the spinner to drop it; that cost more CPU than the actor.
-    """
-
-    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
-        self.spinner = None
-
-
 def run_worker(settings: Settings) -> int:
     """Run one worker until SIGINT/SIGTERM; return the exit code."""
     loop = new_event_loop(settings.event_loop)
     prepare_data_dir(settings.data_dir)
     dispatcher = Dispatcher(settings)
-    worker = _Worker(dispatcher.app, loglevel=settings.log_level.upper(), quiet=True, loop=loop)
+    worker = QuietWorker(dispatcher.app, loglevel=settings.log_level.upper(), quiet=True, loop=loop)
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:

@@ -25,8 +25,23 @@ import orjson
 from aiohttp import web
 
 from dispatcher.broker import EMBEDDED_BROKER_SETTINGS, free_port
+from dispatcher.settings import Settings
 
 TOKEN = "test-token"
+
+
+def _without_broker_workarounds() -> dict[str, str]:
+    """The embedded-broker settings group set back to the defaults a Kafka deployment runs with."""
+    defaults = Settings()
+    values = {}
+    for name in EMBEDDED_BROKER_SETTINGS:
+        value = getattr(defaults, name.removeprefix("DISPATCHER_").lower())
+        values[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    return values
+
+
+# Extra env for a worker that must keep the invariants without the embedded broker's workarounds.
+WITHOUT_BROKER_WORKAROUNDS = _without_broker_workarounds()
 
 
 @dataclass

@@ -43,7 +43,7 @@ async def forward_to_owner(
             "receiver_id", "the owner of this receiver is moving (rebalance); retry",
             code="unavailable", status=503,
         )
-    url = request.url.with_scheme(owner.scheme).with_host(owner.host).with_port(owner.port)
+    url = owner.join(request.rel_url)  # the owner's scheme, host and port; this request's path and query
     headers = {k: v for k, v in request.headers.items() if k.lower() in ("authorization", "content-type")}
     headers[FORWARDED] = "1"
     data = orjson.dumps(body) if body is not None else await request.read()

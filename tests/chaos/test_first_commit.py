@@ -3,7 +3,7 @@
 After recovery Faust seeks the source partitions to their committed offsets one
 at a time (a committed-offset request each) while fetching goes on, and leaves a
 partition with no committed offset where its fetch was; the records that arrive
-meanwhile are dropped as possibly stale (see kafka_transport._Consumer). Unless
+meanwhile are dropped as possibly stale (see dispatcher/overrides/consumer.py). Unless
 every source partition is sought again at once, records fetched after their own
 partition's seek, or before a seek that never moved, are never processed:
 messages accepted and never delivered. Both cases: a predecessor killed before

@@ -1,7 +1,7 @@
 """The embedded broker's partition ends, as Faust's table recovery needs them.
 
 Tansu answers ListOffsets(latest) with the last batch's base offset + 1; the
-worker reads the true end from a fetch response instead (`highwaters_by_fetch`).
+worker reads the true end from a fetch response too (`overrides/highwaters.py`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from dispatcher.broker import EmbeddedBroker
-from dispatcher.kafka_transport import fetched_highwaters
+from dispatcher.overrides.highwaters import fetched_highwaters
 from tests.harness import new_app_id
 
 

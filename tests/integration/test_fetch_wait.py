@@ -15,7 +15,8 @@ from types import SimpleNamespace
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from dispatcher.broker import EmbeddedBroker
-from dispatcher.fetch_wait import FetchWait, _behind_when_asked, _progress, adapt_fetch_wait
+from dispatcher.fetch_wait import FetchWait
+from dispatcher.overrides.fetcher import _behind_when_asked, _progress, adapt_fetch_wait
 from tests.harness import new_app_id
 
 BATCHES = 6000  # one record each; about 8 ms of listing per fetch on 2 cores

@@ -13,7 +13,7 @@ import pytest
 from faust.types import TP
 from faust.types.tuples import Message
 
-from dispatcher.kafka_transport import DispatcherApp
+from dispatcher.overrides.app import DispatcherApp
 from dispatcher.settings import Settings
 from dispatcher.worker import Dispatcher
 

@@ -1,7 +1,8 @@
 """The actor table's write path on real RocksDB: the changelog first, RocksDB once the broker acked.
 
-Faust's store and aiokafka's producer are stand-ins, so each test decides when
-(and whether) a changelog batch is acked.
+The store is Faust's own RocksDB store of a real app's table (never started);
+aiokafka's producer is a stand-in, so each test decides when (and whether) a
+changelog batch is acked.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import faust
 import pytest
 from faust.types import TP
-from rocksdict import Options, Rdict
+from rocksdict import Rdict
 
+from dispatcher.overrides.store import partition_db
 from dispatcher.table_writer import ChangelogTable, StorageFailed
-
-TOPIC = "app-actors-changelog"
 
 
 class Batch:
@@ -56,37 +57,33 @@ class Producer:
         future.set_result(SimpleNamespace(offset=base))
 
 
-class Store:
-    """Faust's RocksDB store, as far as the table uses it: one Rdict per partition."""
+class Disk:
+    """Faust's real RocksDB store of a real (never started) app's table, and what the tests read of it."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self._dbs: dict[int, Rdict] = {}
-        self.persisted: dict[int, int] = {}
-        self.rocksdb_options = SimpleNamespace(open=self._open)
+        app = faust.App("table-writer-test", store="rocksdb://", datadir=str(root),
+                        key_serializer="raw", value_serializer="raw")
+        self.table = app.Table("actors", partitions=4, key_type=bytes, value_type=bytes)
+        self.store = self.table.data
+        self.topic = self.table.changelog_topic.get_topic_name()
 
-    @staticmethod
-    def _open(path: Path, read_only: bool = False) -> Rdict:
-        return Rdict(str(path), Options(raw_mode=True))  # raw, as Faust opens them
+    def db(self, partition: int) -> Any:
+        return partition_db(self.store, partition)
 
-    def _db_for_partition(self, partition: int) -> Rdict:
-        if partition not in self._dbs:
-            self._dbs[partition] = self.rocksdb_options.open(self.root / f"p{partition}")
-        return self._dbs[partition]
+    def persisted(self, partition: int) -> int | None:
+        """The changelog offset the partition's RocksDB records it holds up to."""
+        return self.store.persisted_offset(TP(self.topic, partition))
 
-    def set_persisted_offset(self, tp: TP, offset: int) -> None:
-        self.persisted[tp.partition] = offset
+    def fail_writes(self, partition: int, failures: int) -> None:
+        """Make the partition's next `failures` RocksDB batch writes raise (a full disk)."""
+        self.store._dbs[partition] = FailingDb(self.db(partition), failures)
 
 
 @pytest.fixture
-def parts(tmp_path: Path) -> Iterator[tuple[ChangelogTable, Store, Producer]]:
-    store, producer = Store(tmp_path), Producer(room=2)
-    faust_table = SimpleNamespace(
-        data=store, app=SimpleNamespace(producer=SimpleNamespace(_producer=producer)),
-        changelog_topic=SimpleNamespace(get_topic_name=lambda: TOPIC),
-    )
-    yield ChangelogTable(faust_table), store, producer
-    for db in store._dbs.values():
+def parts(tmp_path: Path) -> Iterator[tuple[ChangelogTable, Disk, Producer]]:
+    disk, producer = Disk(tmp_path), Producer(room=2)
+    yield ChangelogTable(disk.table, producer=lambda: producer), disk, producer
+    for db in disk.store._dbs.values():
         db.close()
 
 
@@ -96,43 +93,43 @@ async def settle() -> None:
 
 
 async def test_a_write_reaches_rocksdb_only_once_its_batch_is_acked(parts) -> None:
-    table, store, producer = parts
+    table, disk, producer = parts
     table.put(0, b"s/a", b"1")
     table.put(0, b"s/b", b"2")
     table.put(0, b"s/c", b"3")
     assert table.get(0, b"s/a") == b"1", "readable at once"
     await table._drain()
     assert len(producer.sent) == 2  # two records per batch
-    db = store._db_for_partition(0)
-    assert db.get(b"s/a") is None and 0 not in store.persisted, "nothing on disk before the ack"
+    db = disk.db(0)
+    assert db.get(b"s/a") is None and disk.persisted(0) is None, "nothing on disk before the ack"
 
     producer.ack(0)
     await settle()
     assert (db.get(b"s/a"), db.get(b"s/b"), db.get(b"s/c")) == (b"1", b"2", None)
-    assert store.persisted[0] == 1, "the offset of the batch's last record"
+    assert disk.persisted(0) == 1, "the offset of the batch's last record"
     producer.ack(1)
     await settle()
-    assert db.get(b"s/c") == b"3" and store.persisted[0] == 2
+    assert db.get(b"s/c") == b"3" and disk.persisted(0) == 2
     assert list(table.items(0, b"s/")) == [(b"s/a", b"1"), (b"s/b", b"2"), (b"s/c", b"3")]
 
 
 async def test_an_older_ack_does_not_hide_a_newer_write(parts) -> None:
-    table, store, producer = parts
+    table, disk, producer = parts
     table.put(0, b"s/a", b"old")
     await table._drain()
     table.put(0, b"s/a", b"new")
     await table._drain()
     producer.ack(0)
     await settle()
-    assert store._db_for_partition(0).get(b"s/a") == b"old"
+    assert disk.db(0).get(b"s/a") == b"old"
     assert table.get(0, b"s/a") == b"new", "the newer write, not yet acked, still wins"
     producer.ack(1)
     await settle()
-    assert table.get(0, b"s/a") == b"new" and store._db_for_partition(0).get(b"s/a") == b"new"
+    assert table.get(0, b"s/a") == b"new" and disk.db(0).get(b"s/a") == b"new"
 
 
 async def test_writes_to_one_key_within_a_linger_go_out_as_the_newest_only(parts) -> None:
-    table, store, producer = parts
+    table, disk, producer = parts
     table.put(0, b"b/1", b"payload")  # a message put in the backlog ...
     table.put(0, b"s/r", b"next=2")  # ... and the state that refers to it
     table.put(0, b"s/r", b"delivered=1")  # the result: the state again ...
@@ -144,9 +141,9 @@ async def test_writes_to_one_key_within_a_linger_go_out_as_the_newest_only(parts
     producer.ack(0)
     producer.ack(1)
     await settle()
-    db = store._db_for_partition(0)
+    db = disk.db(0)
     assert (db.get(b"s/r"), db.get(b"b/1"), db.get(b"a/1")) == (b"delivered=1", None, b"attempt")
-    assert store.persisted[0] == 2, "the offsets of the records sent"
+    assert disk.persisted(0) == 2, "the offsets of the records sent"
     assert table.get(0, b"s/r") == b"delivered=1" and not table._unacked[0]
 
 
@@ -168,22 +165,22 @@ async def test_scans_merge_unacked_writes_and_deletes_in_key_order(parts) -> Non
 
 
 async def test_a_failed_batch_keeps_later_ones_out_of_rocksdb(parts) -> None:
-    table, store, producer = parts
+    table, disk, producer = parts
     for key in (b"s/a", b"s/b", b"s/c"):
         table.put(0, key, key)
     await table._drain()
     producer.sent[0][2].set_exception(RuntimeError("broker gone"))
     producer.ack(1)
     await settle()
-    db = store._db_for_partition(0)
-    assert db.get(b"s/c") is None and 0 not in store.persisted, "no write lands past a failed one"
+    db = disk.db(0)
+    assert db.get(b"s/c") is None and disk.persisted(0) is None, "no write lands past a failed one"
     assert table.get(0, b"s/c") == b"s/c"
     with pytest.raises(RuntimeError, match="broker gone"):
         await table.flush()
 
 
 async def test_flush_returns_once_everything_is_in_rocksdb(parts) -> None:
-    table, store, producer = parts
+    table, disk, producer = parts
     table.put(1, b"s/a", b"1")
 
     async def broker() -> None:
@@ -196,7 +193,7 @@ async def test_flush_returns_once_everything_is_in_rocksdb(parts) -> None:
     acking = asyncio.create_task(broker())
     await asyncio.wait_for(table.flush(), 5)
     await acking
-    assert store._db_for_partition(1).get(b"s/a") == b"1" and store.persisted[1] == 0
+    assert disk.db(1).get(b"s/a") == b"1" and disk.persisted(1) == 0
     assert table.get(1, b"s/a") == b"1"
 
 
@@ -213,7 +210,7 @@ class Encoded:
 
 
 async def test_a_value_replaced_within_a_linger_is_never_encoded(parts) -> None:
-    table, store, producer = parts
+    table, disk, producer = parts
     intake, outcome = Encoded(b"next=2"), Encoded(b"delivered=1")
     table.put(0, b"s/r", intake)
     table.put(0, b"s/r", outcome)
@@ -223,7 +220,7 @@ async def test_a_value_replaced_within_a_linger_is_never_encoded(parts) -> None:
     await settle()
     assert intake.encoded == 0, "replaced before it was sent: never encoded"
     assert producer.sent[0][1].records == [(b"s/r", b"delivered=1")]
-    assert store._db_for_partition(0).get(b"s/r") == b"delivered=1"
+    assert disk.db(0).get(b"s/r") == b"delivered=1"
     assert list(table.items(0, b"s/")) == [(b"s/r", b"delivered=1")]
 
 
@@ -233,7 +230,7 @@ class Unencodable:
 
 
 async def test_a_value_that_cannot_be_encoded_holds_back_no_other_write(parts) -> None:
-    table, store, producer = parts
+    table, disk, producer = parts
     table.put(0, b"s/a", b"before")
     await table._drain()
     producer.ack(0)
@@ -246,7 +243,7 @@ async def test_a_value_that_cannot_be_encoded_holds_back_no_other_write(parts) -
     assert producer.sent[1][1].records == [(b"s/b", b"other")]
     assert table.get(0, b"s/b") == b"other"
     assert table.get(0, b"s/a") == b"before", "the key reads as it was before the bad write"
-    assert store._db_for_partition(0).get(b"s/a") == b"before"
+    assert disk.db(0).get(b"s/a") == b"before"
 
 
 class FailingDb:
@@ -272,15 +269,15 @@ def faulted(table: ChangelogTable) -> list[BaseException]:
 
 
 async def test_a_rocksdb_write_that_fails_once_stops_the_table_for_good(parts) -> None:
-    table, store, producer = parts
+    table, disk, producer = parts
     faults = faulted(table)
     table.put(0, b"s/a", b"1")
-    store._dbs[0] = FailingDb(store._dbs[0], failures=1)
+    disk.fail_writes(0, 1)
     await table._drain()
     producer.ack(0)
     await settle()
     assert len(faults) == 1 and "No space left" in str(faults[0])
-    assert 0 not in store.persisted, "no offset recorded for the lost write"
+    assert disk.persisted(0) is None, "no offset recorded for the lost write"
     for _ in range(2):  # for good: a later flush does not let a commit pass the lost write
         with pytest.raises(StorageFailed, match="No space left"):
             await table.flush()
@@ -290,7 +287,7 @@ async def test_a_rocksdb_write_that_fails_once_stops_the_table_for_good(parts) -
 
 
 async def test_a_changelog_send_refused_for_one_of_three_partitions_stops_the_table(parts) -> None:
-    table, store, producer = parts
+    table, disk, producer = parts
     faults = faulted(table)
     for partition in (0, 1, 2):
         table.put(partition, b"s/a", b"%d" % partition)
@@ -301,8 +298,8 @@ async def test_a_changelog_send_refused_for_one_of_three_partitions_stops_the_ta
     producer.ack(2)
     await settle()
     assert len(faults) == 1
-    assert store._db_for_partition(0).get(b"s/a") == b"0" and store._db_for_partition(2).get(b"s/a") == b"2"
-    assert store._db_for_partition(1).get(b"s/a") is None and 1 not in store.persisted
+    assert disk.db(0).get(b"s/a") == b"0" and disk.db(2).get(b"s/a") == b"2"
+    assert disk.db(1).get(b"s/a") is None and disk.persisted(1) is None
     with pytest.raises(StorageFailed, match="MessageSizeTooLarge"):
         await table.flush()
     with pytest.raises(StorageFailed):

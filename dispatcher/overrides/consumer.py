@@ -1,103 +1,73 @@
-"""Faust's aiokafka transport: fetch wait, exact highwaters, strict offsets, a producer flush that drains.
+"""Faust's aiokafka consumer, changed where a record could be lost, skipped or applied twice.
 
-Faust hardcodes `fetch_max_wait_ms=1500`. A broker that does not answer a
-pending fetch as soon as data arrives (the embedded Tansu broker) turns that
-wait into the latency of every hop through Kafka, and a delivery outcome makes
-one such hop. Real Kafka answers early, so a short wait only costs idle polls.
+What it changes, each with the failure that made it necessary:
 
-Tansu answers `ListOffsets(latest)` with the last batch's base offset + 1, so
-Faust's table recovery, which reads a changelog up to that end, would miss the
-rest of the last batch. A fetch response carries the true high watermark, so
-with `highwaters_by_fetch` the end of every non-empty partition is read that way.
-
-The consumer hands every record of a strict partition to the agent once and
-in order (see `_Consumer`): Faust's own loop acks skipped offsets as a gap.
-Records of a direct source (the actor's topics) it applies itself, acking each
-once applied (`_apply_direct`), without Faust's per-record conductor and stream.
+- `_ConsumerThread._highwaters`: a changelog's end is what a fetch reports
+  (`highwaters.py`), whatever ListOffsets answers.
+- `_ConsumerThread` builds aiokafka's consumer with our fetch wait (Faust
+  hardcodes 1,500 ms) and adapts it after every fetch (`fetcher.py`).
+- `_Consumer` hands every record of a strict partition over once and in
+  order, reading skipped offsets again, and never commits past an offset that
+  was not processed (`_new_offset`).
+- `_Consumer._drain_messages` is Faust's fetch loop with those checks, and with
+  records of a direct source applied in it (`_apply_direct`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-import aiokafka
-import faust
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_aiokafka
-from faust.transport.producer import ProducerBuffer
 
-from .fetch_wait import IDLE_CAP_MS, adapt_fetch_wait
+from .fetcher import adapt_fetch_wait
+from .highwaters import client_options, fetched_highwaters
+
+if TYPE_CHECKING:
+    from .app import DispatcherApp
 
 log = logging.getLogger(__name__)
+
+
+def _ours(app: Any) -> DispatcherApp:
+    """Faust types its parts' app as `AppT`; ours is always a `DispatcherApp`."""
+    return cast("DispatcherApp", app)
 
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
         # Read by AIOKafkaConsumer.start() when it builds its fetcher.
-        consumer._fetch_max_wait_ms = self.app.fetch_max_wait_ms
+        consumer._fetch_max_wait_ms = _ours(self.app).fetch_max_wait_ms
         return consumer
 
     async def on_start(self) -> None:
         await super().on_start()
-        adapt_fetch_wait(self._ensure_consumer(), idle_cap_ms=self.app.fetch_idle_wait_ms)
+        adapt_fetch_wait(self._ensure_consumer(), idle_cap_ms=_ours(self.app).fetch_idle_wait_ms)
 
     async def _highwaters(self, partitions: Iterable[Any]) -> Mapping[Any, int]:
-        ends = dict(await super()._highwaters(partitions))
-        if not self.app.highwaters_by_fetch or self.consumer.in_transaction:
+        """Faust's ListOffsets answers, raised to what a fetch from each end - 1 reports.
+
+        Table recovery reads a changelog up to these ends, so an end short of the
+        true one leaves the last records unread: a state older than its changelog,
+        and seqs given again to other messages (6 kill -9 cycles of 2 workers on
+        the embedded broker, which answers ListOffsets with the last batch's base
+        offset + 1, reused 8). Always asked: on Kafka the two agree, and it costs
+        one small fetch per non-empty partition per recovery.
+        """
+        ends = dict(await super()._highwaters(list(partitions)))
+        if self.consumer.in_transaction:
             return ends
         return {**ends, **await self._fetched_highwaters({tp: end for tp, end in ends.items() if end})}
 
     async def _fetched_highwaters(self, ends: dict[Any, int]) -> dict[Any, int]:
         options = client_options(self.app, "highwaters")
-        return await fetched_highwaters(ends, fetch_max_wait_ms=self.app.fetch_max_wait_ms, **options)
+        return await fetched_highwaters(ends, fetch_max_wait_ms=_ours(self.app).fetch_max_wait_ms, **options)
 
-
-def client_options(app: Any, purpose: str) -> dict[str, Any]:
-    """What a consumer of our own needs to reach the app's brokers: servers, id, credentials."""
-    conf = app.conf
-    servers = faust_aiokafka.server_list(conf.broker_consumer, faust_aiokafka.Transport.default_port)
-    return {
-        "bootstrap_servers": servers,
-        "client_id": f"{conf.broker_client_id}-{purpose}",
-        **faust_aiokafka.credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context),
-    }
-
-
-async def fetched_highwaters(ends: dict[Any, int], limit: float = 10.0, **consumer: Any) -> dict[Any, int]:
-    """Each partition's high watermark as a fetch from its reported end - 1 answers it.
-
-    `ends` are ListOffsets answers (> 0); the result is never below them. A
-    partition whose fetch does not answer within `limit` keeps its reported end.
-    """
-    if not ends:
-        return {}
-    # The watermark is all we want, so each partition's fetch is kept small.
-    probe = aiokafka.AIOKafkaConsumer(enable_auto_commit=False, max_partition_fetch_bytes=1024, **consumer)
-    await probe.start()
-    try:
-        probe.assign(list(ends))
-        for tp, end in ends.items():
-            probe.seek(tp, end - 1)
-        exact: dict[Any, int] = {}
-        deadline = time.monotonic() + limit
-        while len(exact) < len(ends) and time.monotonic() < deadline:
-            await probe.getmany(timeout_ms=100)
-            for tp, end in ends.items():
-                watermark = probe.highwater(tp)
-                if watermark is not None:
-                    exact[tp] = max(end, watermark)
-        missing = set(ends) - set(exact)
-        if missing:
-            log.warning("no fetched highwater within %.0fs for %s: keeping ListOffsets'", limit, missing)
-        return {**ends, **exact}
-    finally:
-        await probe.stop()
 
 
 class _Consumer(faust_aiokafka.Consumer):
@@ -139,7 +109,7 @@ class _Consumer(faust_aiokafka.Consumer):
     def _strict(self, topic: str) -> bool:
         strict = self._strict_topics.get(topic)
         if strict is None:
-            strict = self.app.topics.acks_enabled_for(topic) or self.app.contiguous_changelogs
+            strict = self.app.topics.acks_enabled_for(topic) or _ours(self.app).contiguous_changelogs
             self._strict_topics[topic] = strict
         return strict
 
@@ -284,7 +254,7 @@ class _Consumer(faust_aiokafka.Consumer):
 
     async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - Faust's loop, see above
         callback = self.callback
-        direct_sources = self.app.direct_sources
+        direct_sources = _ours(self.app).direct_sources
         getmany = self.getmany
         consumer_should_stop = self._stopped.is_set
         fetcher_should_stop = fetcher._stopped.is_set
@@ -312,7 +282,7 @@ class _Consumer(faust_aiokafka.Consumer):
                         if expected is not None and offset < expected:
                             continue  # already handed over
                         skipped = expected is not None and offset > expected
-                        if skipped and await self._read_again(tp, expected, offset):
+                        if skipped and await self._read_again(tp, cast(int, expected), offset):
                             reading_again.add(tp)
                             continue
                     else:
@@ -348,74 +318,3 @@ class _Consumer(faust_aiokafka.Consumer):
             raise
         finally:
             self.diag.unset_flag(CONSUMER_FETCHING)
-
-
-class _DrainingBuffer(ProducerBuffer):
-    """Faust's buffer of table changelog sends, with a flush that really drains.
-
-    Faust's `flush()` gives up after one 100 ms wait without a send, and the
-    consumer then commits offsets whose changelog writes are still buffered; a
-    kill -9 at that moment loses state of records that will not be re-read.
-    Offsets must never be committed ahead of the writes they caused, so the
-    flush also waits for a send already taken off the queue but not yet handed
-    to aiokafka (whose own flush follows this one).
-    """
-
-    _sending: int = 0
-
-    async def _send_pending(self, fut: Any) -> None:
-        self._sending += 1
-        try:
-            await super()._send_pending(fut)
-        finally:
-            self._sending -= 1
-
-    async def flush(self) -> None:
-        while self.size or self._sending:
-            if self.state != "running":
-                raise RuntimeError("Cannot flush: producer not running")
-            self.message_sent.clear()  # set by Faust after every completed send
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.message_sent.wait(), timeout=0.1)
-
-
-class _Producer(faust_aiokafka.Producer):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        buffer = _DrainingBuffer(loop=self.loop, beacon=self.beacon)
-        buffer.app = self.buffer.app
-        self.buffer = buffer
-
-    async def flush(self) -> None:
-        """The app's own buffered writes first (the actor table's changelog), then Faust's and aiokafka's."""
-        for hook in self.app.flush_hooks:
-            await hook()
-        await super().flush()
-
-
-class _Transport(faust_aiokafka.Transport):
-    Consumer = _Consumer
-    Producer = _Producer
-
-
-class DispatcherApp(faust.App):
-    """A Faust app on the transport above; fetch wait and highwater source are settings."""
-
-    fetch_max_wait_ms: int = 1500
-    fetch_idle_wait_ms: int = IDLE_CAP_MS
-    highwaters_by_fetch: bool = False
-    contiguous_changelogs: bool = False
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Topic -> its records' handler, called by the consumer in place of the agent's stream
-        # (`_Consumer._apply_direct`); the agent still subscribes the topic.
-        self.direct_sources: dict[str, Callable[[Any], Awaitable[None]]] = {}
-        # Awaited before every flush of the producer (so before every offset commit).
-        self.flush_hooks: list[Callable[[], Awaitable[None]]] = []
-
-    def _new_transport(self) -> Any:
-        return _Transport(self.conf.broker_consumer, self)
-
-    def _new_producer_transport(self) -> Any:
-        return _Transport(self.conf.broker_producer, self)

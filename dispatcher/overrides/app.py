@@ -1,0 +1,73 @@
+"""The Faust app, transport, table manager and worker the dispatcher runs on.
+
+Each class swaps one part of Faust for the override in this package, through
+the factory Faust offers for it (`_new_transport`, the `TableManager` setting,
+`on_setup_root_logger`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import faust
+from faust.tables.manager import TableManager
+from faust.transport.drivers import aiokafka as faust_aiokafka
+
+from ..fetch_wait import IDLE_CAP_MS
+from .consumer import _Consumer
+from .producer import _Producer
+
+
+class _Transport(faust_aiokafka.Transport):
+    Consumer = _Consumer
+    Producer = _Producer
+
+
+class DispatcherApp(faust.App):
+    """A Faust app on the transport above; the fetch wait and the broker's quirks are settings."""
+
+    fetch_max_wait_ms: int = 1500
+    fetch_idle_wait_ms: int = IDLE_CAP_MS
+    contiguous_changelogs: bool = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Topic -> its records' handler, called by the consumer in place of the agent's stream
+        # (`_Consumer._apply_direct`); the agent still subscribes the topic.
+        self.direct_sources: dict[str, Callable[[Any], Awaitable[None]]] = {}
+        # Awaited before every flush of the producer (so before every offset commit).
+        self.flush_hooks: list[Callable[[], Awaitable[None]]] = []
+
+    def _new_transport(self) -> Any:
+        return _Transport(self.conf.broker_consumer, self)
+
+    def _new_producer_transport(self) -> Any:
+        return _Transport(self.conf.broker_producer, self)
+
+
+class QuickTableManager(TableManager):
+    """Faust's table manager without its one-second nap at start.
+
+    Faust sleeps 1 s before it reads the registered tables, so that tables
+    declared late get in; ours are all declared before the app starts, and
+    that second delayed every start, a restart after kill -9 included.
+    """
+
+    async def on_start(self) -> None:
+        if not self.should_stop:
+            await self._update_channels()
+            await self.recovery.start()
+
+
+class QuietWorker(faust.Worker):
+    """Faust's worker without its terminal spinner.
+
+    For a level of WARN or above the spinner sets the root logger to DEBUG, so
+    every debug call of Faust and aiokafka (several per record) built a log
+    record only for the spinner to drop it; that cost more CPU than the actor.
+    """
+
+    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+        self.spinner = None

@@ -1,0 +1,61 @@
+"""Faust's producer, with a flush that waits for every buffered send.
+
+A commit flushes the producer first, so that no offset is committed ahead of
+the changelog writes its records caused; our own writes (`table_writer`) go
+through `flush_hooks` before Faust's buffer and aiokafka's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any, cast
+
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.transport.producer import ProducerBuffer
+
+if TYPE_CHECKING:
+    from .app import DispatcherApp
+
+
+class _DrainingBuffer(ProducerBuffer):
+    """Faust's buffer of table changelog sends, with a flush that really drains.
+
+    Faust's `flush()` gives up after one 100 ms wait without a send, and the
+    consumer then commits offsets whose changelog writes are still buffered; a
+    kill -9 at that moment loses state of records that will not be re-read.
+    Offsets must never be committed ahead of the writes they caused, so the
+    flush also waits for a send already taken off the queue but not yet handed
+    to aiokafka (whose own flush follows this one).
+    """
+
+    _sending: int = 0
+
+    async def _send_pending(self, fut: Any) -> None:
+        self._sending += 1
+        try:
+            await super()._send_pending(fut)
+        finally:
+            self._sending -= 1
+
+    async def flush(self) -> None:
+        while self.size or self._sending:
+            if self.state != "running":
+                raise RuntimeError("Cannot flush: producer not running")
+            self.message_sent.clear()  # set by Faust after every completed send
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.message_sent.wait(), timeout=0.1)
+
+
+class _Producer(faust_aiokafka.Producer):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        buffer = _DrainingBuffer(loop=self.loop, beacon=self.beacon)
+        buffer.app = cast(ProducerBuffer, self.buffer).app
+        self.buffer = buffer
+
+    async def flush(self) -> None:
+        """The app's own buffered writes first (the actor table's changelog), then Faust's and aiokafka's."""
+        for hook in cast("DispatcherApp", self.app).flush_hooks:
+            await hook()
+        await super().flush()
