@@ -28,7 +28,7 @@ from typing import Any, SupportsBytes
 
 from dispatcher.actor_runner import ActorRunner
 from dispatcher.actor_store import ActorStore
-from dispatcher.agent import apply_record
+from dispatcher.consume import apply_record
 from dispatcher.deliverer import Deliverer
 from dispatcher.domain.ids import new_id
 from dispatcher.domain.records import (

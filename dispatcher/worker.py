@@ -13,7 +13,7 @@ from yarl import URL
 from . import collector
 from .actor_runner import ActorRunner
 from .actor_store import ActorStore
-from .agent import register_actor_agent
+from .consume import subscribe
 from .deliverer import API_SLOTS, Deliverer
 from .domain.records import WAKE_RECORD, Outcome, encode_outcome
 from .event_loop import new_event_loop
@@ -111,7 +111,7 @@ class Dispatcher:
             self.names["requests"], self.names["commands"],
             key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True,
         )
-        register_actor_agent(app, source, self.names["commands"], self.runner)
+        subscribe(app, source, self.names["commands"], self.runner)
         self.fanout = FanOut(self.feed, self.produce_requests, self._send_dead_letter,
                              settings.max_record_bytes - RECORD_OVERHEAD)
         self.fanout.register(app, self.topology.events)

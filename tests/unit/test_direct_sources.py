@@ -24,7 +24,7 @@ TOPIC_PARTITION = TP(SOURCE, 0)
 @pytest.fixture
 async def consumer() -> Any:
     app = DispatcherApp("direct-test", broker="kafka://127.0.0.1:9", store="memory://")
-    app.topics.add(app.topic(SOURCE, key_type=bytes, value_type=bytes))  # an acking source, like the agent's
+    app.topics.add(app.topic(SOURCE, key_type=bytes, value_type=bytes))  # acking, as consume.subscribe does
     await app.topics._update_indices()
     app.sensors.add(app.monitor)  # as the app's start does
     consumer = app.consumer
@@ -95,6 +95,12 @@ async def test_a_record_whose_apply_raises_is_not_acked_and_is_read_again(consum
 
 
 def test_the_worker_applies_requests_and_commands_directly(tmp_path: Any) -> None:
+    """Subscribed through Faust's conductor, with acks, and no agent of their own."""
     settings = Settings(app_id="direct-wiring", data_dir=tmp_path)
     dispatcher = Dispatcher(settings)
-    assert set(dispatcher.app.direct_sources) == {dispatcher.names["requests"], dispatcher.names["commands"]}
+    names = {dispatcher.names["requests"], dispatcher.names["commands"]}
+    assert set(dispatcher.app.direct_sources) == names
+    subscribed = {name for topic in dispatcher.app.topics for name in topic.topics}
+    assert names <= subscribed
+    agents = {name for agent in dispatcher.app.agents.values() for name in agent.channel.topics}  # type: ignore[attr-defined]
+    assert not names & agents, "no agent stream reads them"

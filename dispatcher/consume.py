@@ -1,13 +1,31 @@
-"""The receiver actor's input: every record of the requests and commands topics, in order.
+"""Where a record of the requests and commands topics enters the worker, and the path it takes.
 
+Read top to bottom, a record's path through the worker:
+
+1. fetch: the fetch loop of `overrides/consumer.py` reads each partition
+   once and in order (a skipped offset is read again) and hands a record of
+   these topics to `apply_record` here (`_apply_direct`), in the fetch loop;
+2. decode: `apply_record` turns its bytes into an actor command (a producer's
+   message on requests; configuration, control, an outcome or a wake on
+   commands), or dead-letters what cannot be decoded;
+3. actor: `ActorRunner.handle` (`actor_runner.py`) reads the receiver's state,
+   runs the pure `decide` (`domain/actor/`) and runs its effects in order:
+   table writes (`actor_store.py` -> `table_writer.py`), dead letters,
+   deliveries (`deliverer.py`) and the receiver's timer;
+4. outcome: a delivery's outcome comes back to `ActorRunner.apply_outcome`
+   (or, from another worker, as a record on commands: step 2);
+5. ack and commit: once applied, the record is acked; Faust commits acked
+   offsets after the producer's flush (`overrides/producer.py`), which waits
+   for the table's changelog writes first.
+
+No Faust agent or stream carries these records: subscribing the topics goes
+through Faust's public conductor (`app.topics.add`), and the fetch loop calls
+`apply_record` itself. Faust's agent, stream and event per record cost 35 to
+50 % more worker CPU per delivery (docs/benchmarks.md, "The record path").
 Records are applied one at a time, each fully (state written) before the next
-is read, and acked only then, so a commit covers only what is stored. On our
-app the consumer calls `apply` for each record itself (`direct_sources`):
-Faust's conductor, stream and event per record cost about 30 % of the
-worker's CPU per delivery (interleaved drains: 0.97 and 1.31 s per 1,000
-deliveries with them, 0.69 and 0.89 without), and concurrency 1 needs none of
-them. Nothing escapes: a record that cannot be applied is dead-lettered
-(awaited) before the next is read.
+is read, and acked only then, so a commit covers only what is stored. Nothing
+escapes: a record that cannot be applied is dead-lettered (awaited) before the
+next is read.
 """
 
 from __future__ import annotations
@@ -20,27 +38,21 @@ from .domain import actor
 from .domain.errors import InvalidInput
 from .domain.records import ReceiverControl, ReceiverUpsert, decode_command, decode_request
 from .domain.untrusted import broker_time
+from .overrides.app import DispatcherApp
 from .table_writer import WriteRefused
 
 log = logging.getLogger(__name__)
 
 
-def register_actor_agent(app: Any, source: Any, commands_topic: str, runner: ActorRunner) -> Any:
-    """The agent subscribes the topics; on our app the consumer applies their records itself
-    (`direct_sources`), so the agent's stream gets none and only another app's would feed it."""
+def subscribe(app: DispatcherApp, source: Any, commands_topic: str, runner: ActorRunner) -> None:
+    """Subscribe the actor's topics, their records applied by `apply_record` in the fetch loop."""
 
     async def apply(message: Any) -> None:
         await apply_record(message, commands_topic, runner)
 
-    async def receiver_actor(stream: Any) -> None:
-        async for event in stream.events():
-            await apply(event.message)
-
-    direct = getattr(app, "direct_sources", None)
-    if direct is not None:
-        for topic in source.topics:
-            direct[topic] = apply
-    return app.agent(source, name="receiver_actor", concurrency=1)(receiver_actor)
+    for topic in source.topics:
+        app.direct_sources[topic] = apply
+    app.topics.add(source)  # Faust's conductor subscribes it with the app's other topics
 
 
 async def apply_record(msg: Any, commands_topic: str, runner: ActorRunner) -> None:
