@@ -122,13 +122,11 @@ class ActorRunner:
         state = self.store.load(receiver_id)
         if isinstance(command, actor.Wake) and state is not None:
             command = self._sweep(state, partition, now)
-        store = self.store
         facts = Facts(
             now,
             random.random(),
             self.deliverer.busy(receiver_id),
-            lambda seq: store.accepted_at(receiver_id, seq),
-            lambda seq: store.entry_size(receiver_id, seq),
+            self.store.backlog_view(receiver_id),
             self.deliverer.in_flight_seqs(receiver_id),
         )
         new_state, effects = actor.decide(state, command, facts, self.policy)

@@ -120,6 +120,10 @@ class ActorStore:
         raw = self._get(receiver_id, keys.backlog_key(receiver_id, seq))
         return 0 if raw is None else len(raw)
 
+    def backlog_view(self, receiver_id: str) -> ReceiverBacklog:
+        """The receiver's backlog as the actor reads it (`BacklogView`)."""
+        return ReceiverBacklog(self, receiver_id)
+
     def backlog_run(self, receiver_id: str, seq: int, count: int, max_bytes: int) -> list[dict[str, Any]]:
         """Entries seq, seq+1, ... : at most `count`, and at most `max_bytes` unless the first alone."""
         entries: list[dict[str, Any]] = []
@@ -358,3 +362,19 @@ def _retained(raw: bytes) -> tuple[float, dict[str, Any] | None]:
     if isinstance(value, dict):
         return float(value["settled_at"]), value["entry"]
     return float(value), None
+
+
+class ReceiverBacklog:
+    """One receiver's stored backlog entries, read-only: the actor's `BacklogView` over the table."""
+
+    __slots__ = ("_receiver_id", "_store")
+
+    def __init__(self, store: ActorStore, receiver_id: str) -> None:
+        self._store = store
+        self._receiver_id = receiver_id
+
+    def accepted_at(self, seq: int) -> float | None:
+        return self._store.accepted_at(self._receiver_id, seq)
+
+    def size(self, seq: int) -> int:
+        return self._store.entry_size(self._receiver_id, seq)

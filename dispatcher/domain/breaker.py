@@ -31,7 +31,7 @@ class BreakerPolicy:
 
     def probe_delay(self, probes: int) -> float:
         """Wait before probe number `probes + 1` (doubling, capped)."""
-        return min(self.probe_cap, self.probe_base * 2 ** min(probes, 32))
+        return min(self.probe_cap, self.probe_base * float(2 ** min(probes, 32)))
 
 
 @dataclass(slots=True, frozen=True)

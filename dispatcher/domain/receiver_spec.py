@@ -54,10 +54,7 @@ def parse_receiver_spec(
     authorization = body.get("authorization", "")
     if authorization:
         check_header_value(authorization, "authorization")
-    retry = body.get("retry")
-    if retry is not None:
-        RetryPolicy().with_overrides(retry)  # raises naming the field at fault
-        retry = retry or None
+    retry = _retry_overrides(body.get("retry"))
     verify = body.get("verify", current.verify if current else verify_default)
     if not isinstance(verify, bool):
         raise InvalidInput("verify", "must be true or false")
@@ -70,6 +67,14 @@ def parse_receiver_spec(
     if current is not None and current.verification is not None and current.verification.url == url:
         config = replace(config, verification=current.verification)
     return config
+
+
+def _retry_overrides(retry: Any) -> dict[str, Any] | None:
+    """A body's `retry` object, checked against the retry policy's fields (an empty one: None)."""
+    if retry is None:
+        return None
+    RetryPolicy().with_overrides(retry)  # raises naming the field at fault
+    return retry or None
 
 
 def patched_body(current: ReceiverConfig, patch: object) -> dict[str, Any]:

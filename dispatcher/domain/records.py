@@ -1,4 +1,4 @@
-"""Records on the topics and in the actor table, and their validation.
+"""Records on the topics and in the actor table: their types, and their bytes both ways.
 
 Requests topic (key = receiver id, value = JSON object), written by the API or
 directly by producers; it carries messages only:
@@ -10,26 +10,37 @@ configuration and control, delivery outcomes, timer wakes):
     {"kind": "outcome", ...} | {"kind": "wake"}
 A configuration record on the requests topic is refused (`forbidden_record`):
 whoever may enqueue messages must not be able to reroute or delete a receiver.
+The checks of single field values are `field_checks.py`'s (re-exported here).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 
-from .addresses import ip_literal, normalise_host, parse_target
 from .delivery_options import DeliveryOptions
 from .errors import InvalidInput
+from .field_checks import (
+    MAX_PAYLOAD_DEPTH,
+    MAX_URL_LEN,
+    check_depth,
+    check_event_type,
+    check_url,
+    reject_unknown,
+)
 from .headers import check_headers
 from .ids import check_id
-from .untrusted import clean_text, producer_time
+from .untrusted import producer_time
 
-_EVENT_TYPE_RE = re.compile(r"[A-Za-z0-9_.:*-]{1,256}")
-MAX_URL_LEN = 2048
+__all__ = [  # the checks are re-exported: callers import them from here
+    "CONTROL_ACTIONS", "FORBIDDEN_ON_REQUESTS", "MAX_PAYLOAD_DEPTH", "MAX_URL_LEN", "WAKE_RECORD", "Command",
+    "Message", "Outcome", "ReceiverConfig", "ReceiverControl", "ReceiverUpsert", "Verification",
+    "check_depth", "check_event_type", "check_url", "decode_command", "decode_request",
+    "encode_backlog_entry", "encode_control_record", "encode_message_record", "encode_outcome",
+    "encode_upsert_record", "json_to_keep", "parse_message_spec", "reject_unknown",
+]
 
 
 def json_to_keep(value: Any) -> bytes:
@@ -176,64 +187,6 @@ class ReceiverControl:
 CONTROL_ACTIONS = ("pause", "resume", "enable", "disable", "delete", "reset")
 
 
-MAX_PAYLOAD_DEPTH = 64  # orjson writes at most 254 levels; a stored or dead-lettered copy adds a few
-
-
-def check_depth(value: object, field_name: str, limit: int = MAX_PAYLOAD_DEPTH) -> None:
-    """Refuse JSON nested deeper than `limit`: deeper still, the copies we make could not be encoded."""
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            raise InvalidInput(field_name, f"is nested deeper than {limit} levels")
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-
-
-def check_event_type(value: object, field_name: str) -> str:
-    if not isinstance(value, str) or not _EVENT_TYPE_RE.fullmatch(value):
-        raise InvalidInput(field_name, "must be 1..256 characters of [A-Za-z0-9_.:-]")
-    return value
-
-
-def check_url(value: object, field_name: str, require_https: bool) -> str:
-    """A receiver URL: absolute http(s) with a host, no credentials, no fragment."""
-    if not isinstance(value, str) or not value or len(value) > MAX_URL_LEN:
-        raise InvalidInput(field_name, f"must be a URL of at most {MAX_URL_LEN} characters")
-    if any(ch.isspace() or ord(ch) < 32 for ch in value):
-        raise InvalidInput(field_name, "must not contain whitespace or control characters")
-    try:
-        parts = urlsplit(value)
-        port = parts.port
-    except ValueError as exc:
-        raise InvalidInput(field_name, f"is not a valid URL: {exc}") from exc
-    if parts.scheme not in ("http", "https"):
-        raise InvalidInput(field_name, "scheme must be http or https")
-    if require_https and parts.scheme != "https":
-        raise InvalidInput(field_name, "must use https (DISPATCHER_REQUIRE_HTTPS is on)")
-    if not parts.hostname:
-        raise InvalidInput(field_name, "must include a host")
-    if parts.username or parts.password:
-        raise InvalidInput(field_name, "must not contain credentials")
-    if parts.fragment:
-        raise InvalidInput(field_name, "must not contain a fragment")
-    if port == 0:
-        raise InvalidInput(field_name, "port must be 1..65535")
-    # The host must be the one aiohttp (yarl) will dial: a URL two parsers read
-    # differently is how SSRF filters get bypassed.
-    target = parse_target(value, field_name)
-    seen = normalise_host(parts.hostname).replace("%25", "%")
-    same_address = target.address is not None and ip_literal(seen) == target.address
-    if not same_address and seen not in (target.host.replace("%25", "%"), target.display_host):
-        raise InvalidInput(field_name, "is ambiguous: its host reads differently to different URL parsers")
-    return value
-
-
 def parse_message_spec(body: object, prefix: str, make_id: Any, now: float) -> Message:
     """Validate one message of `POST /v1/messages`; `prefix` qualifies field names."""
     if not isinstance(body, dict):
@@ -247,13 +200,6 @@ def parse_message_spec(body: object, prefix: str, make_id: Any, now: float) -> M
     msg_id = check_id(body["id"], prefix + "id") if "id" in body else make_id()
     headers = check_headers(body.get("headers"), prefix + "headers")
     return Message(msg_id, receiver_id, event_type, body["payload"], headers, now)
-
-
-def reject_unknown(body: dict[str, Any], allowed: set[str], prefix: str) -> None:
-    for key in body:
-        if key not in allowed:
-            name = clean_text(key, 64) or '""'  # a field name is the caller's text: bounded, never empty
-            raise InvalidInput(prefix + name, "is not a known field")
 
 
 def encode_message_record(msg: Message) -> bytes:

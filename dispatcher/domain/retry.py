@@ -72,7 +72,7 @@ class RetryPolicy:
         """Seconds to wait after the `failures`-th failed attempt; `rand` uniform in [0, 1)."""
         n = max(1, failures)
         if not self.schedule:
-            return rand * min(self.cap, self.base * 2 ** (n - 1))  # full jitter
+            return rand * min(self.cap, self.base * float(2 ** (n - 1)))  # full jitter
         raw = self.schedule[min(n, len(self.schedule)) - 1]
         return max(0.0, raw * (1 + self.jitter * (2 * rand - 1)))
 
@@ -110,7 +110,8 @@ class RetryPolicy:
             out = replace(out, schedule=_schedule(spec["schedule"], f"{prefix}.schedule"))
         for name, low, high in (("base", 0.001, DAY), ("cap", 0.001, 30 * DAY), ("jitter", 0.0, 1.0)):
             if name in spec:
-                out = replace(out, **{name: _number(spec[name], f"{prefix}.{name}", low, high)})
+                number: dict[str, Any] = {name: _number(spec[name], f"{prefix}.{name}", low, high)}
+                out = replace(out, **number)
         if "max_attempts" in spec:
             value = spec["max_attempts"]
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10_000:
@@ -120,7 +121,8 @@ class RetryPolicy:
             out = replace(out, max_age=_number(spec["max_age"], f"{prefix}.max_age", 1.0, 90 * DAY))
         for name in ("retryable_statuses", "permanent_statuses"):
             if name in spec:
-                out = replace(out, **{name: _statuses(spec[name], f"{prefix}.{name}")})
+                statuses: dict[str, Any] = {name: _statuses(spec[name], f"{prefix}.{name}")}
+                out = replace(out, **statuses)
         both = out.retryable_statuses & out.permanent_statuses
         if both:
             raise InvalidInput(f"{prefix}.permanent_statuses", f"{sorted(both)} also listed as retryable")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 if TYPE_CHECKING:
     from .records import Outcome
@@ -62,12 +62,13 @@ MAX_LATENCY_MS = 86_400_000.0  # a day: no attempt waits longer
 
 
 def clean_latency(value: object) -> float:
-    if _finite(value) and value >= 0:  # type: ignore[operator]
-        return min(float(value), MAX_LATENCY_MS)  # type: ignore[arg-type]
+    if _finite(value) and value >= 0:
+        return min(float(value), MAX_LATENCY_MS)
     return 0.0
 
 
-def _finite(value: object) -> bool:
+def _finite(value: object) -> TypeGuard[float]:
+    """A finite int or float (not a bool)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -136,8 +137,8 @@ def raw_summary(raw: bytes | None, prefix: int = RAW_PREFIX) -> dict[str, Any]:
 
 def broker_time(timestamp: object, now: float) -> float:
     """A record's timestamp (CreateTime: the producer sets it) if it is a sane time, else `now`."""
-    if _finite(timestamp) and 0 < timestamp <= now + MAX_FUTURE_SKEW:  # type: ignore[operator]
-        return float(timestamp)  # type: ignore[arg-type]
+    if _finite(timestamp) and 0 < timestamp <= now + MAX_FUTURE_SKEW:
+        return float(timestamp)
     return now
 
 

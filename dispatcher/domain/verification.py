@@ -70,6 +70,7 @@ def _answer(body: bytes) -> str:
             data = orjson.loads(text)
         except orjson.JSONDecodeError:
             return text
-        if isinstance(data, dict) and isinstance(data.get("challenge"), str):
-            return data["challenge"].strip()
+        challenge = data.get("challenge") if isinstance(data, dict) else None
+        if isinstance(challenge, str):
+            return challenge.strip()
     return text

@@ -75,8 +75,21 @@ def step(
     backlog: dict[int, float] | None = None,
 ) -> tuple[Any, list[Any]]:
     """decide() with a backlog whose every seq was accepted at 0 unless given."""
-    lookup = (lambda seq: 0.0) if backlog is None else backlog.get
-    return decide(state, command, Facts(now, 0.5, in_flight, lookup), policy)
+    return decide(state, command, Facts(now, 0.5, in_flight, AcceptedAt(backlog)), policy)
+
+
+class AcceptedAt:
+    """A backlog view: each seq accepted when `times` says (None: every seq at 0); every size 0."""
+
+    def __init__(self, times: dict[int, float] | None = None, every: float = 0.0) -> None:
+        self.times = times
+        self.every = every
+
+    def accepted_at(self, seq: int) -> float | None:
+        return self.every if self.times is None else self.times.get(seq)
+
+    def size(self, seq: int) -> int:
+        return 0
 
 
 def io(effects: list[Any]) -> list[Any]:

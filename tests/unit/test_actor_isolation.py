@@ -33,14 +33,19 @@ T0 = 1.0  # every message in these tests is accepted at T0
 
 
 class Backlog:
-    """A stand-in for the table's backlog: what PutBacklog wrote, DeleteBacklog removed."""
+    """A stand-in for the table's backlog (a `BacklogView`): what PutBacklog wrote, DeleteBacklog removed."""
 
     def __init__(self) -> None:
         self.entries: dict[int, bytes] = {}
 
     def facts(self, now: float, in_flight: bool = False) -> Facts:
-        return Facts(now, 0.5, in_flight, lambda seq: T0 if seq in self.entries else None,
-                     lambda seq: len(self.entries.get(seq, b"")))
+        return Facts(now, 0.5, in_flight, self)
+
+    def accepted_at(self, seq: int) -> float | None:
+        return T0 if seq in self.entries else None
+
+    def size(self, seq: int) -> int:
+        return len(self.entries.get(seq, b""))
 
     def apply(self, effects: list[Any]) -> None:
         for effect in effects:

@@ -147,13 +147,15 @@ def test_policy_from_settings() -> None:
     assert Settings().policy().retry.max_attempts == 11
 
 
+DOMAIN = Path(__file__).parents[2] / "dispatcher" / "domain"
 FORBIDDEN = {"faust", "aiohttp", "rocksdict", "mode", "aiokafka", "time", "random", "asyncio"}
 
 
 def test_domain_imports_no_io() -> None:
     """domain/ stays pure: no Faust, HTTP, RocksDB, clock or randomness."""
-    domain = Path(__file__).parents[2] / "dispatcher" / "domain"
-    for path in domain.glob("*.py"):
+    paths = sorted(DOMAIN.rglob("*.py"))
+    assert DOMAIN / "actor" / "decide.py" in paths  # subpackages are scanned too
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
             if isinstance(node, ast.Import):
@@ -161,4 +163,25 @@ def test_domain_imports_no_io() -> None:
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names = [node.module]
             for name in names:
-                assert name.split(".")[0] not in FORBIDDEN, f"{path.name} imports {name}"
+                assert name.split(".")[0] not in FORBIDDEN, f"{path.relative_to(DOMAIN)} imports {name}"
+
+
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 40
+
+
+def test_domain_modules_and_functions_stay_small() -> None:
+    """Every module of domain/ (subpackages too) has at most 400 lines, every function or method 40."""
+    too_long = []
+    for path in sorted(DOMAIN.rglob("*.py")):
+        text = path.read_text()
+        name = path.relative_to(DOMAIN)
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES:
+            too_long.append(f"{name}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_long.append(f"{name}:{node.lineno} {node.name}: {length} lines")
+    assert not too_long, f"over the limits: {too_long}"

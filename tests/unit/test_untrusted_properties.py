@@ -33,6 +33,7 @@ from dispatcher.domain.records import (
 )
 from dispatcher.domain.retry import MAX_RETRY_AFTER, RetryPolicy, parse_retry_after
 from dispatcher.domain.untrusted import MAX_FUTURE_SKEW, MAX_PAST, producer_time
+from tests.unit.test_actor import AcceptedAt
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -78,7 +79,7 @@ def test_no_answer_makes_decide_raise_or_retry_early(
     ok = isinstance(status, int) and 200 <= status < 300
     result = Outcome(1, "m1", "t", ok, status, None if status else "timeout", latency, at,
                      body_prefix=body, headers=headers, attempt=attempts + 1)
-    new, effects = decide(state, Result(result), Facts(NOW, rand, False, lambda seq: NOW - 1), POLICY)
+    new, effects = decide(state, Result(result), Facts(NOW, rand, False, AcceptedAt(every=NOW - 1)), POLICY)
     assert new is not None
     new.to_bytes()  # the state can be stored
     for effect in effects:

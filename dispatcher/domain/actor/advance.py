@@ -1,0 +1,18 @@
+"""Do what is due now, in whichever way the receiver delivers (its head, or its window)."""
+
+from __future__ import annotations
+
+from .ordered import advance_head
+from .overflow import drop_overflow
+from .step import Step
+from .unordered import advance_window, windowed
+
+
+def advance(step: Step) -> None:
+    """Drop overflow, dead-letter what expired, then post what is due (messages or a probe)."""
+    in_window = windowed(step)  # first: a change of ordering takes effect here
+    drop_overflow(step)
+    if in_window:
+        advance_window(step)
+    else:
+        advance_head(step)

@@ -1,0 +1,61 @@
+"""When a receiver next needs the actor, derived from its state alone.
+
+Every timer comes from here, so the glue's timer wheel can be rebuilt from
+the table after a crash or a rebalance.
+"""
+
+from __future__ import annotations
+
+from ..breaker import Circuit
+from ..retry import RetryPolicy
+from ..window import Slot
+from .draft import StateDraft
+from .inputs import Policy
+from .state import ReceiverState
+
+
+def next_wake(
+    state: ReceiverState, policy: Policy, in_flight: bool, sending: frozenset[int] = frozenset()
+) -> float | None:
+    """When this receiver next needs the actor, or None; derived from the state alone."""
+    times = [t for t in (state.dedup_sweep_at, state.retain_sweep_at) if t]
+    if state.purging:
+        times.append(0.0)  # its backlog is dead-lettered a bounded number at a time: go on now
+    elif state.cursor:
+        times += _window_wakes(state, policy, in_flight and not sending, sending)
+    elif state.head is not None and not state.held and not in_flight:
+        if state.breaker.circuit is Circuit.OPEN:
+            times.append(state.breaker.probe_at)
+        else:
+            times.append(state.next_attempt_at)
+        if state.head_accepted_at:
+            times.append(expires_at(state, policy.retry_for(state.config)))
+    return min(times) if times else None
+
+
+def _window_wakes(state: ReceiverState, policy: Policy, solo: bool, sending: frozenset[int]) -> list[float]:
+    """An unordered receiver's due times: retries and expiries of its idle slots, room to start more."""
+    if state.held or solo:
+        return []
+    retry = policy.retry_for(state.config)
+    idle = [slot for slot in state.window if slot.seq not in sending]
+    times = [slot_expires_at(state, slot, retry) for slot in idle]
+    circuit = state.breaker.circuit
+    if circuit is Circuit.OPEN:
+        return times if sending else [*times, state.breaker.probe_at]
+    if circuit is Circuit.CLOSED or not sending:
+        times += [slot.next_attempt_at for slot in idle]
+        room = len(state.window) < state.config.options.max_in_flight
+        if room and state.cursor < state.next_seq:
+            times.append(state.next_attempt_at)  # the rate limit's gate (0: now)
+    return times
+
+
+def slot_expires_at(state: ReceiverState | StateDraft, slot: Slot, retry: RetryPolicy) -> float:
+    """When a window message passes max_age (the age of parked messages restarts at enable/resume)."""
+    return max(slot.accepted_at, state.active_since) + retry.max_age
+
+
+def expires_at(state: ReceiverState | StateDraft, retry: RetryPolicy) -> float:
+    """When the head passes max_age (the age of parked messages restarts at enable/resume)."""
+    return max(state.head_accepted_at, state.active_since) + retry.max_age
