@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -25,18 +25,10 @@ from dispatcher.domain.records import (
 )
 from dispatcher.domain.signing import generate
 
+from .engine import ENGINE, Engine
 from .routing import forward_to_owner
 
-if TYPE_CHECKING:
-    from dispatcher.worker import Dispatcher
-
 COUNT_SYNC_WAIT = 5.0  # s an event's answer may wait for the subscriptions to be read up to now
-
-
-def _dispatcher(request: web.Request) -> Dispatcher:
-    from .app import DISPATCHER
-
-    return request.app[DISPATCHER]
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -61,54 +53,54 @@ async def create_receiver(request: web.Request) -> web.StreamResponse:
     The URL passes the target guard first, and the verification handshake when
     the receiver asks for one. A replace keeps the secrets unless given new ones.
     """
-    dispatcher = _dispatcher(request)
+    engine = request.app[ENGINE]
     body = await read_json(request)
     if not isinstance(body, dict):
         raise InvalidInput("body", "must be a JSON object")
     rid = check_id(body["id"], "id") if "id" in body else new_id("rcv")
-    if not dispatcher.is_local(rid):
-        return await forward_to_owner(dispatcher, request, rid, {**body, "id": rid})
-    state = dispatcher.store.load(rid)
-    if state is None and not dispatcher.ownership.ready:  # it may exist on the partition's next owner
+    if not engine.is_local(rid):
+        return await forward_to_owner(engine, request, rid, {**body, "id": rid})
+    state = engine.receiver_state(rid)
+    if state is None and not engine.ready():  # it may exist on the partition's next owner
         raise InvalidInput("id", "the owner of this id is moving (rebalance); retry", "unavailable", 503)
     if state is not None and state.purging:  # the actor ignores a configure until that is done
         raise InvalidInput("id", "is being deleted or reset; try again once that is done", "conflict", 409)
-    return await apply_spec(dispatcher, rid, body, state.config if state is not None else None)
+    return await apply_spec(engine, rid, body, state.config if state is not None else None)
 
 
 async def patch_receiver(request: web.Request) -> web.StreamResponse:
     """Change only the fields the body names (on the owner); answers once the owner applied it."""
-    dispatcher = _dispatcher(request)
+    engine = request.app[ENGINE]
     rid = check_id(request.match_info["receiver_id"], "receiver_id")
     body = await read_json(request)
-    if not dispatcher.is_local(rid):
-        return await forward_to_owner(dispatcher, request, rid, body)
-    state = dispatcher.store.load(rid)
+    if not engine.is_local(rid):
+        return await forward_to_owner(engine, request, rid, body)
+    state = engine.receiver_state(rid)
     if state is None or state.deleting:
         raise InvalidInput("receiver_id", f"no receiver {rid!r}", code="not_found", status=404)
     if state.resetting:
         raise InvalidInput("receiver_id", "is being reset; try again once that is done", "conflict", 409)
-    return await apply_spec(dispatcher, rid, patched_body(state.config, body), state.config)
+    return await apply_spec(engine, rid, patched_body(state.config, body), state.config)
 
 
 async def apply_spec(
-    dispatcher: Dispatcher, rid: str, body: dict[str, Any], current: ReceiverConfig | None
+    engine: Engine, rid: str, body: dict[str, Any], current: ReceiverConfig | None
 ) -> web.StreamResponse:
-    settings = dispatcher.settings
+    settings = engine.settings
     now = time.time()
     config = parse_receiver_spec(
         body, rid, now, settings.require_https, generate, current, settings.verify_endpoints
     )
-    await dispatcher.guard.check_url(config.url)
+    await engine.check_url(config.url)
     if config.verify and not config.verified:
-        config = replace(config, verification=await dispatcher.deliverer.verify(config))
-    await store_config(dispatcher, config, create=current is None)
+        config = replace(config, verification=await engine.verify(config))
+    await store_config(engine, config, create=current is None)
     if current is None or config.secret != current.secret:
         return _json(secret_view(config, now), status=201 if current is None else 200)
     return _json(public_view(config, now))
 
 
-async def store_config(dispatcher: Dispatcher, config: ReceiverConfig, create: bool = False) -> ReceiverState:
+async def store_config(engine: Engine, config: ReceiverConfig, create: bool = False) -> ReceiverState:
     """Write a receiver's config through its stream and wait until the owner has applied it.
 
     Waiting makes a message sent right after the answer find the receiver as
@@ -116,25 +108,25 @@ async def store_config(dispatcher: Dispatcher, config: ReceiverConfig, create: b
     receiver has the id: of two creates that race, one gets 409, so no caller is
     shown a secret that is not the one stored.
     """
-    await dispatcher.produce_commands([(config.id, encode_upsert_record(config, if_absent=create))])
+    await engine.produce_commands([(config.id, encode_upsert_record(config, if_absent=create))])
     done = (lambda state: True) if create else (lambda state: state.config == config)
-    state = await wait_applied(dispatcher, config.id, done, "id")
+    state = await wait_applied(engine, config.id, done, "id")
     if state.config != config:
         raise InvalidInput("id", "a receiver with this id exists (created meanwhile, or by an earlier try "
                            "of this request): GET it, or rotate its secret to get one", "conflict", 409)
-    await wait_durable(dispatcher, config.id, dispatcher.store.last_write())
-    await subscription_published(dispatcher, config.id)  # an event published next finds it
+    await wait_durable(engine, config.id, engine.last_write())
+    await subscription_published(engine, config.id)  # an event published next finds it
     return state
 
 
-async def wait_durable(dispatcher: Dispatcher, receiver_id: str, number: int, limit: float = 10.0) -> None:
+async def wait_durable(engine: Engine, receiver_id: str, number: int, limit: float = 10.0) -> None:
     """Wait until the receiver's partition has every write up to `number` (the applied config's
     among them) in the changelog. Configuration travels apart from messages, so after a crash a
     message sent after this answer may be read again before the config record is: the successor
     must already have the config from the changelog."""
     deadline = time.monotonic() + limit
     while True:
-        durable = dispatcher.store.durable_through(receiver_id, number)
+        durable = engine.durable_through(receiver_id, number)
         if durable:
             return
         if durable is None:
@@ -145,30 +137,30 @@ async def wait_durable(dispatcher: Dispatcher, receiver_id: str, number: int, li
         await asyncio.sleep(0.002)
 
 
-async def subscription_published(dispatcher: Dispatcher, receiver_id: str) -> None:
+async def subscription_published(engine: Engine, receiver_id: str) -> None:
     try:
-        await dispatcher.subscription_published(receiver_id)
+        await engine.subscription_published(receiver_id)
     except Exception as exc:
         detail = f"applied, but its subscriptions were not published ({type(exc).__name__}); send it again"
         raise InvalidInput("id", detail, "unavailable", 503) from exc
 
 
 async def wait_applied(
-    dispatcher: Dispatcher,
+    engine: Engine,
     receiver_id: str,
     done: Callable[[ReceiverState], bool],
     field: str = "receiver_id",
     limit: float = 10.0,
 ) -> ReceiverState:
     """Wait until the owner's stream has applied a record the API produced (read your write)."""
-    applied, state = await poll_state(dispatcher, receiver_id, lambda s: s is not None and done(s), limit)
+    applied, state = await poll_state(engine, receiver_id, lambda s: s is not None and done(s), limit)
     if not applied or state is None:
         raise InvalidInput(field, "accepted but not yet applied; read the receiver again", "pending", 504)
     return state
 
 
 async def poll_state(
-    dispatcher: Dispatcher,
+    engine: Engine,
     receiver_id: str,
     done: Callable[[ReceiverState | None], bool],
     limit: float = 10.0,
@@ -176,7 +168,7 @@ async def poll_state(
     """Read the receiver's state (None: gone) until `done` holds, for `limit` seconds: (held, last read)."""
     deadline = time.monotonic() + limit
     while True:
-        state = dispatcher.store.load(receiver_id)
+        state = engine.receiver_state(receiver_id)
         if done(state):
             return True, state
         if time.monotonic() >= deadline:
@@ -185,11 +177,11 @@ async def poll_state(
 
 
 async def send_message(request: web.Request) -> web.Response:
-    dispatcher = _dispatcher(request)
+    engine = request.app[ENGINE]
     msg = parse_message_spec(await read_json(request), "", _new_msg_id, time.time())
-    _check_known(dispatcher, msg.receiver_id, "receiver_id")
-    record = _encode_checked(dispatcher, msg, "payload")
-    await dispatcher.produce_requests([(msg.receiver_id, record)])
+    _check_known(engine, msg.receiver_id, "receiver_id")
+    record = _encode_checked(engine, msg, "payload")
+    await engine.produce_requests([(msg.receiver_id, record)])
     return _json({"id": msg.id, "receiver_id": msg.receiver_id}, status=202)
 
 
@@ -204,8 +196,8 @@ async def send_batch(request: web.Request) -> web.Response:
     Bounded in messages and in bytes (the body before it is parsed, the records after), each
     refusal naming the field at fault: `messages`, or `messages[i].payload`.
     """
-    dispatcher = _dispatcher(request)
-    settings = dispatcher.settings
+    engine = request.app[ENGINE]
+    settings = engine.settings
     cap = batch_byte_cap(settings.max_request_body, settings.max_payload)
     items = batch_items(await _read_batch(request, cap), min(settings.max_batch, BATCH_MAX_MESSAGES))
     now = time.time()
@@ -214,12 +206,12 @@ async def send_batch(request: web.Request) -> web.Response:
     total = 0
     for i, item in enumerate(items):
         msg = parse_message_spec(item, f"messages[{i}].", _new_msg_id, now)
-        _check_known(dispatcher, msg.receiver_id, f"messages[{i}].receiver_id")
-        record = _encode_checked(dispatcher, msg, f"messages[{i}].payload")
+        _check_known(engine, msg.receiver_id, f"messages[{i}].receiver_id")
+        record = _encode_checked(engine, msg, f"messages[{i}].payload")
         total = check_batch_bytes(total + len(record), cap, f"messages[{i}].payload")
         records.append((msg.receiver_id, record))
         ids.append(msg.id)
-    await dispatcher.produce_requests(records)
+    await engine.produce_requests(records)
     return _json({"ids": ids}, status=202)
 
 
@@ -273,16 +265,15 @@ def _batch_too_large(size: int, cap: int, field: str) -> InvalidInput:
 
 async def send_event(request: web.Request) -> web.Response:
     """Publish an event to every subscribed receiver; the count is this worker's current view."""
-    dispatcher = _dispatcher(request)
+    engine = request.app[ENGINE]
     event = parse_event_spec(await read_json(request), _new_event_id, time.time())
     record = encode_event(event)
-    if len(record) > dispatcher.settings.max_payload:
+    if len(record) > engine.settings.max_payload:
         raise InvalidInput(
-            "payload", f"event larger than {dispatcher.settings.max_payload} bytes", "too_large", 413
+            "payload", f"event larger than {engine.settings.max_payload} bytes", "too_large", 413
         )
-    await dispatcher.feed.sync(time.monotonic(), COUNT_SYNC_WAIT)  # count receivers created just before
-    receivers = len(dispatcher.feed.index.match(event.event_type, event.tenant))
-    await dispatcher.produce_event(event.id, record)
+    receivers = await engine.count_subscribers(event.event_type, event.tenant, COUNT_SYNC_WAIT)
+    await engine.produce_event(event.id, record)
     return _json({"id": event.id, "event_type": event.event_type, "receivers": receivers}, status=202)
 
 
@@ -294,24 +285,24 @@ def _new_msg_id() -> str:
     return new_id("msg")
 
 
-def _encode_checked(dispatcher: Dispatcher, msg: Message, field: str) -> bytes:
+def _encode_checked(engine: Engine, msg: Message, field: str) -> bytes:
     record = encode_message_record(msg)
-    if len(record) > dispatcher.settings.max_payload:
+    if len(record) > engine.settings.max_payload:
         raise InvalidInput(
-            field, f"message larger than {dispatcher.settings.max_payload} bytes", "too_large", 413
+            field, f"message larger than {engine.settings.max_payload} bytes", "too_large", 413
         )
     return record
 
 
-def _check_known(dispatcher: Dispatcher, receiver_id: str, field: str) -> None:
+def _check_known(engine: Engine, receiver_id: str, field: str) -> None:
     """Refuse unknown receivers, and full backlogs whose policy is `reject`, where this worker
     can tell (it owns the receiver); the owner dead-letters the rest, with the same reason."""
-    if not dispatcher.is_local(receiver_id):
+    if not engine.is_local(receiver_id):
         return
-    state = dispatcher.store.load(receiver_id)
+    state = engine.receiver_state(receiver_id)
     if state is None:
         raise InvalidInput(field, f"no receiver {receiver_id!r}", code="not_found", status=404)
-    if refuses_new(state, dispatcher.runner.policy, 1):  # any message stores at least a byte
+    if refuses_new(state, engine.settings.policy, 1):  # any message stores at least a byte
         raise InvalidInput(
             field,
             f"receiver {receiver_id!r} has a full backlog ({state.backlog} messages, "

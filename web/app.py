@@ -1,28 +1,33 @@
-"""Web setup in one place: middlewares, routes, the dispatcher handle."""
+"""Web setup in one place: middlewares, routes, the engine they answer from."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, cast
 
 from aiohttp import web
 
-from dispatcher.settings import Settings
+# TEMPORARY: until dispatcher/worker.py passes `DispatcherPort(self)` to setup_web.
+from dispatcher.web_port import DispatcherPort
 
 from . import api, health, receiver_list, receiver_ops, receiver_security
+from .engine import ENGINE, Engine
 from .middleware import auth_middleware, errors_middleware
 
-if TYPE_CHECKING:
-    from dispatcher.worker import Dispatcher
 
-DISPATCHER: web.AppKey[Dispatcher] = web.AppKey("dispatcher")
+class TokenSettings(Protocol):
+    """What the middlewares read of the worker's settings."""
+
+    @property
+    def api_token(self) -> str: ...
 
 
-def web_middlewares(settings: Settings) -> list[Any]:
+def web_middlewares(settings: TokenSettings) -> list[Any]:
     return [errors_middleware, auth_middleware(settings.api_token)]
 
 
-def setup_web(app: web.Application, dispatcher: Dispatcher) -> None:
-    app[DISPATCHER] = dispatcher
+def setup_web(app: web.Application, engine: Engine) -> None:
+    """Serve the API on `app`, answering from `engine`."""
+    app[ENGINE] = _as_engine(engine)
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
     app.router.add_get("/openapi.json", health.openapi)
@@ -47,3 +52,10 @@ def setup_web(app: web.Application, dispatcher: Dispatcher) -> None:
     app.router.add_post("/v1/messages", api.send_message)
     app.router.add_post("/v1/messages/batch", api.send_batch)
     app.router.add_post("/v1/events", api.send_event)
+
+
+def _as_engine(engine: Engine) -> Engine:
+    """TEMPORARY, until dispatcher/worker.py passes `DispatcherPort(self)`: it passes itself."""
+    if type(engine).__module__ == "dispatcher.worker":
+        return DispatcherPort(cast(Any, engine))
+    return engine

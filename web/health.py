@@ -6,7 +6,9 @@ from typing import Any
 
 from aiohttp import web
 
+from .engine import ENGINE
 from .middleware import bearer_authorized
+from .openapi import DOC_PATH
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -15,8 +17,6 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def openapi(request: web.Request) -> web.Response:
     """The OpenAPI document kept in the repo (web/openapi.json)."""
-    from .openapi import DOC_PATH
-
     return web.Response(body=DOC_PATH.read_bytes(), content_type="application/json")
 
 
@@ -28,11 +28,9 @@ async def readyz(request: web.Request) -> web.Response:
     the port, so they need the same token as /v1. A wrong token is not a 401 here: a probe
     configured with an old token must not take a healthy worker out of service.
     """
-    from .app import DISPATCHER
-
-    dispatcher = request.app[DISPATCHER]
-    ready = dispatcher.ownership.ready
+    engine = request.app[ENGINE]
+    ready = engine.ready()
     body: dict[str, Any] = {"status": "ready" if ready else "starting"}
-    if bearer_authorized(request, dispatcher.settings.api_token):
-        body.update(dispatcher.stats())
+    if bearer_authorized(request, engine.settings.api_token):
+        body.update(engine.stats())
     return web.json_response(body, status=200 if ready else 503)

@@ -16,7 +16,7 @@ import asyncio
 import heapq
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -27,12 +27,10 @@ from dispatcher.domain.ids import check_id
 from dispatcher.domain.receiver_spec import public_view
 from dispatcher.domain.subscriptions import check_tenant, matches, parse_pattern
 
-from .api import _dispatcher, _json
+from .api import _json
+from .engine import ENGINE, Engine
 from .receiver_ops import MAX_LIST, STATUSES, _int_param, _status
 from .routing import FORWARDED
-
-if TYPE_CHECKING:
-    from dispatcher.worker import Dispatcher
 
 
 @dataclass(slots=True, frozen=True)
@@ -84,13 +82,11 @@ class LocalPage:
     scanned_to: str | None  # ids above this were not looked at (the budget ran out); None: all were
 
 
-def local_page(dispatcher: Dispatcher, filters: Filters, after: str, limit: int) -> LocalPage:
+def local_page(engine: Engine, filters: Filters, after: str, limit: int) -> LocalPage:
     """Up to `limit` matching receivers of this worker's partitions with ids above `after`, in id order,
     reading at most `SCAN_BUDGET` states: where that runs out, the page stops at the lowest id not
     yet passed, so nothing is skipped, and the caller goes on from there."""
-    partitions = sorted(dispatcher.ownership.owned)
-    states = [dispatcher.store.states_after(partition, after) for partition in partitions]
-    page, cut = page_of(states, filters, limit, SCAN_BUDGET)
+    page, cut = page_of(engine.receiver_states_after(after), filters, limit, SCAN_BUDGET)
     now = time.time()
     return LocalPage([_summary(state, now) for state in page], cut)
 
@@ -136,17 +132,17 @@ def _summary(state: ReceiverState, now: float) -> dict[str, Any]:
 
 
 async def list_receivers(request: web.Request) -> web.Response:
-    dispatcher = _dispatcher(request)
+    engine = request.app[ENGINE]
     filters = parse_filters(request.query)
     after = request.query.get("cursor", "")
     if after:
         check_id(after, "cursor")
     limit = _int_param(request, "limit", 100, 1, MAX_LIST)
     if request.query.get("local") == "true" or request.headers.get(FORWARDED):
-        local = local_page(dispatcher, filters, after, limit)
+        local = local_page(engine, filters, after, limit)
         return _json({"receivers": local.receivers, "scanned_to": local.scanned_to})
     pages = await asyncio.gather(*(
-        _page_from(dispatcher, request, url, filters, after, limit) for url in dispatcher.worker_urls()
+        _page_from(engine, request, url, filters, after, limit) for url in engine.worker_urls()
     ))
     cuts = [p.scanned_to for p in pages if p.scanned_to is not None]
     cut = min(cuts) if cuts else None
@@ -160,13 +156,13 @@ async def list_receivers(request: web.Request) -> web.Response:
 
 
 async def _page_from(
-    dispatcher: Dispatcher, request: web.Request, url: Any, filters: Filters, after: str, limit: int
+    engine: Engine, request: web.Request, url: Any, filters: Filters, after: str, limit: int
 ) -> LocalPage:
-    if str(url) == str(dispatcher.app.conf.canonical_url):
-        return local_page(dispatcher, filters, after, limit)
+    if str(url) == str(engine.own_url()):
+        return local_page(engine, filters, after, limit)
     target = url.with_path("/v1/receivers").with_query({**request.query, "local": "true"})
     headers = {"Authorization": request.headers.get("Authorization", ""), FORWARDED: "1"}
-    async with dispatcher.app.http_client.get(target, headers=headers) as resp:
+    async with engine.http_client.get(target, headers=headers) as resp:
         if resp.status != 200:
             raise InvalidInput("cursor", f"worker {url} answered {resp.status}; retry", "unavailable", 503)
         body = orjson.loads(await resp.read())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
@@ -27,20 +27,18 @@ from dispatcher.domain.records import (
 )
 from dispatcher.domain.webhook import iso_timestamp
 
-from .api import _dispatcher, _json, poll_state, read_json, subscription_published, wait_applied
+from .api import _json, poll_state, read_json, subscription_published, wait_applied
+from .engine import ENGINE, Engine
 from .routing import owner_routed, require_sure_ownership
-
-if TYPE_CHECKING:
-    from dispatcher.worker import Dispatcher
 
 MAX_LIST = 1000
 MAX_REPLAY = 10_000
 
 
-def _receiver(dispatcher: Dispatcher, request: web.Request) -> ReceiverState:
+def _receiver(engine: Engine, request: web.Request) -> ReceiverState:
     rid = check_id(request.match_info["receiver_id"], "receiver_id")
-    state = dispatcher.store.load(rid)
-    if state is None and not dispatcher.ownership.ready:
+    state = engine.receiver_state(rid)
+    if state is None and not engine.ready():
         # Its partition is being handed over: what this worker lacks may be the next owner's.
         raise InvalidInput("receiver_id", "the owner of this receiver is moving (rebalance); retry",
                            code="unavailable", status=503)
@@ -49,18 +47,18 @@ def _receiver(dispatcher: Dispatcher, request: web.Request) -> ReceiverState:
     return state
 
 
-def receiver_view(dispatcher: Dispatcher, state: ReceiverState, now: float) -> dict[str, Any]:
+def receiver_view(engine: Engine, state: ReceiverState, now: float) -> dict[str, Any]:
     """A receiver's config (without its secret) and its delivery state."""
     config = public_view(state.config, now)
     breaker = state.breaker
     head = state.head
-    latest = dispatcher.store.attempts(state.receiver_id, state.attempt_no, 1)
-    deliverer = dispatcher.deliverer
-    busy, sending = deliverer.busy(state.receiver_id), deliverer.in_flight_seqs(state.receiver_id)
-    wake = actor.next_wake(state, dispatcher.runner.policy, busy, sending)
+    latest = engine.attempts(state.receiver_id, state.attempt_no, 1)
+    in_flight = engine.in_flight(state.receiver_id)
+    busy, sending = in_flight.busy, in_flight.seqs
+    wake = actor.next_wake(state, engine.settings.policy, busy, sending)
     return {
         **config,
-        "partition": dispatcher.partition_of(state.receiver_id),
+        "partition": engine.partition_of(state.receiver_id),
         "state": {
             "status": _status(state),
             "paused": state.paused,
@@ -119,8 +117,8 @@ def _status(state: ReceiverState) -> str:
 
 @owner_routed
 async def get_receiver(request: web.Request) -> web.Response:
-    dispatcher = _dispatcher(request)
-    return _json(receiver_view(dispatcher, _receiver(dispatcher, request), time.time()))
+    engine = request.app[ENGINE]
+    return _json(receiver_view(engine, _receiver(engine, request), time.time()))
 
 
 @owner_routed
@@ -129,14 +127,14 @@ async def delete_receiver(request: web.Request) -> web.Response:
 
     200 once it is gone; 202 while a big backlog is still being dead-lettered.
     """
-    dispatcher = _dispatcher(request)
-    state = _receiver(dispatcher, request)
+    engine = request.app[ENGINE]
+    state = _receiver(engine, request)
     rid = state.receiver_id
     if not state.deleting:
-        await dispatcher.produce_commands([(rid, encode_control_record(ReceiverControl("delete")))])
-    _, current = await poll_state(dispatcher, rid, lambda s: s is None)
+        await engine.produce_commands([(rid, encode_control_record(ReceiverControl("delete")))])
+    _, current = await poll_state(engine, rid, lambda s: s is None)
     if current is None:
-        await subscription_published(dispatcher, rid)  # an event published next passes it by
+        await subscription_published(engine, rid)  # an event published next passes it by
         return _json({"id": rid, "deleted": True, "dead_lettered": state.backlog})
     return _json({"id": rid, "deleted": False, "status": "deleting", "backlog": current.backlog}, status=202)
 
@@ -148,30 +146,30 @@ async def reset_state(request: web.Request) -> web.Response:
     Counters, circuit, lane, attempt log and dead letters go; the config stays and
     seqs carry on, so a message id is never given a second seq.
     """
-    dispatcher = _dispatcher(request)
-    state = _receiver(dispatcher, request)
+    engine = request.app[ENGINE]
+    state = _receiver(engine, request)
     if request.query.get("confirm") != "reset":
         raise InvalidInput("confirm", "must be 'reset': this drops the receiver's backlog and history")
     rid = state.receiver_id
     if state.deleting:
         raise InvalidInput("receiver_id", "is being deleted", code="conflict", status=409)
     if not state.resetting:
-        await dispatcher.produce_commands([(rid, encode_control_record(ReceiverControl("reset")))])
+        await engine.produce_commands([(rid, encode_control_record(ReceiverControl("reset")))])
     def afresh(current: ReceiverState | None) -> bool:
         return current is not None and not current.resetting and current.active_since > state.active_since
 
-    done, current = await poll_state(dispatcher, rid, afresh)
+    done, current = await poll_state(engine, rid, afresh)
     if done and current is not None:
-        return _json(receiver_view(dispatcher, current, time.time())["state"])
+        return _json(receiver_view(engine, current, time.time())["state"])
     return _json({"receiver_id": rid, "status": "resetting"}, status=202)
 
 
 @owner_routed
 async def get_state(request: web.Request) -> web.Response:
     """The actor's live state, read on the worker that owns the receiver (`owner` names it)."""
-    dispatcher = _dispatcher(request)
-    view = receiver_view(dispatcher, _receiver(dispatcher, request), time.time())
-    owner = str(dispatcher.app.conf.canonical_url)
+    engine = request.app[ENGINE]
+    view = receiver_view(engine, _receiver(engine, request), time.time())
+    owner = str(engine.own_url())
     return _json({"receiver_id": view["id"], "partition": view["partition"], "owner": owner, **view["state"]})
 
 
@@ -182,47 +180,47 @@ async def events_after(request: web.Request) -> web.Response:
     Each has the body fields a delivery carries (`seq`, `id`, `type`, `timestamp`,
     `data`) and its `status`: pending, delivered or dead_lettered.
     """
-    dispatcher = _dispatcher(request)
-    state = _receiver(dispatcher, request)
+    engine = request.app[ENGINE]
+    state = _receiver(engine, request)
     rid = state.receiver_id
     after = _int_param(request, "after_seq", 0, 0, 2**62)
     limit = _int_param(request, "limit", 100, 1, MAX_LIST)
-    found = dispatcher.store.messages_after(rid, dispatcher.partition_of(rid), after, limit)
+    found = engine.messages_after(rid, after, limit)
     events = []
     for entry, settled_at in found:
         seq = entry["seq"]
         if settled_at is None:
             status = "pending"
         else:
-            status = "dead_lettered" if dispatcher.store.dead_letter(rid, seq) is not None else "delivered"
+            status = "dead_lettered" if engine.dead_letter(rid, seq) is not None else "delivered"
         when = iso_timestamp(entry["accepted_at"])
         events.append({"seq": seq, "id": entry["id"], "type": entry["type"], "timestamp": when,
                        "data": entry["data"], "status": status, "settled_at": settled_at})
     next_after = events[-1]["seq"] if len(events) == limit else None
-    retained = dispatcher.runner.policy.retain
+    retained = engine.settings.policy.retain
     return _json({"events": events, "next_after_seq": next_after, "retained_seconds": retained})
 
 
 @owner_routed
 async def message_status(request: web.Request) -> web.Response:
     """`pending`, `delivered` or `dead_lettered`, with its seq, for a message id within the dedup window."""
-    dispatcher = _dispatcher(request)
-    state = _receiver(dispatcher, request)
+    engine = request.app[ENGINE]
+    state = _receiver(engine, request)
     rid = state.receiver_id
     msg_id = check_id(request.match_info["message_id"], "message_id")
-    seq = dispatcher.store.seen_seq(rid, msg_id, time.time())
+    seq = engine.seen_seq(rid, msg_id, time.time())
     if seq is None or seq >= state.next_seq:
         why = "not known (never accepted, or older than the dedup window)"
         raise InvalidInput("message_id", why, code="not_found", status=404)
     body: dict[str, Any] = {"id": msg_id, "receiver_id": rid, "seq": seq}
-    entry = dispatcher.store.get_backlog(rid, seq)
+    entry = engine.backlog_entry(rid, seq)
     if entry is not None and entry.get("time_note"):
         body["time_note"] = entry["time_note"]  # the producer's accepted_at was not used, and why
-    if dispatcher.store.pending(rid, seq):
+    if engine.is_pending(rid, seq):
         window = {slot.seq: slot for slot in state.window}
         attempts = window[seq].attempts if seq in window else (state.attempts if seq == state.head else 0)
         return _json({**body, "status": "pending", "attempts": attempts})
-    letter = dispatcher.store.dead_letter(rid, seq)
+    letter = engine.dead_letter(rid, seq)
     if letter is not None:
         reason = {k: letter[k] for k in ("reason", "detail", "at")}
         return _json({**body, "status": "dead_lettered", **reason})
@@ -241,8 +239,8 @@ def control_handler(action: str) -> Callable[[web.Request], Any]:
 
     @owner_routed
     async def control(request: web.Request) -> web.Response:
-        dispatcher = _dispatcher(request)
-        state = _receiver(dispatcher, request)
+        engine = request.app[ENGINE]
+        state = _receiver(engine, request)
         reason = ""
         if request.can_read_body:
             body = await read_json(request)
@@ -252,9 +250,9 @@ def control_handler(action: str) -> Callable[[web.Request], Any]:
             if not isinstance(reason, str) or len(reason) > 500:
                 raise InvalidInput("reason", "must be a string of at most 500 characters")
         record = encode_control_record(ReceiverControl(action, reason))
-        await dispatcher.produce_commands([(state.receiver_id, record)])
-        state = await wait_applied(dispatcher, state.receiver_id, applied[action])
-        return _json(receiver_view(dispatcher, state, time.time()))
+        await engine.produce_commands([(state.receiver_id, record)])
+        state = await wait_applied(engine, state.receiver_id, applied[action])
+        return _json(receiver_view(engine, state, time.time()))
 
     return control
 
@@ -262,12 +260,10 @@ def control_handler(action: str) -> Callable[[web.Request], Any]:
 @owner_routed
 async def ping(request: web.Request) -> web.Response:
     """Send a `webhook.ping` now and answer with the receiver's response."""
-    dispatcher = _dispatcher(request)
-    state = _receiver(dispatcher, request)
-    require_sure_ownership(dispatcher, state.receiver_id)
-    outcome = await dispatcher.deliverer.ping(state.receiver_id, state.config)
-    partition = dispatcher.partition_of(state.receiver_id)
-    await dispatcher.send_outcome(state.receiver_id, partition, outcome)  # attempt log; may close the circuit
+    engine = request.app[ENGINE]
+    state = _receiver(engine, request)
+    require_sure_ownership(engine, state.receiver_id)
+    outcome = await engine.ping(state.receiver_id, state.config)
     return _json(
         {
             "ok": outcome.ok,
@@ -282,17 +278,17 @@ async def ping(request: web.Request) -> web.Response:
 
 @owner_routed
 async def attempts(request: web.Request) -> web.Response:
-    dispatcher = _dispatcher(request)
-    state = _receiver(dispatcher, request)
+    engine = request.app[ENGINE]
+    state = _receiver(engine, request)
     limit = _int_param(request, "limit", 50, 1, MAX_LIST)
-    return _json({"attempts": dispatcher.store.attempts(state.receiver_id, state.attempt_no, limit)})
+    return _json({"attempts": engine.attempts(state.receiver_id, state.attempt_no, limit)})
 
 
 @owner_routed
 async def last_response(request: web.Request) -> web.Response:
-    dispatcher = _dispatcher(request)
-    state = _receiver(dispatcher, request)
-    latest = dispatcher.store.attempts(state.receiver_id, state.attempt_no, 1)
+    engine = request.app[ENGINE]
+    state = _receiver(engine, request)
+    latest = engine.attempts(state.receiver_id, state.attempt_no, 1)
     if not latest:
         raise InvalidInput("receiver_id", "no attempt yet", code="not_found", status=404)
     return _json(latest[0])
@@ -300,12 +296,12 @@ async def last_response(request: web.Request) -> web.Response:
 
 @owner_routed
 async def dead_letters(request: web.Request) -> web.Response:
-    dispatcher = _dispatcher(request)
-    state = _receiver(dispatcher, request)
+    engine = request.app[ENGINE]
+    state = _receiver(engine, request)
     after = _int_param(request, "after_seq", 0, 0, 2**62)
     limit = _int_param(request, "limit", 100, 1, MAX_LIST)
     rid = state.receiver_id
-    found = dispatcher.store.dead_letters(rid, dispatcher.partition_of(rid), after, limit)
+    found = engine.dead_letters(rid, after, limit)
     return _json(
         {"dead_letters": found, "next_after_seq": found[-1]["seq"] if len(found) == limit else None}
     )
@@ -318,17 +314,16 @@ async def replay(request: web.Request) -> web.Response:
     Body: `{}` (all), `{"from_seq", "to_seq"}` or `{"since", "until"}` (dead-letter
     time, epoch seconds); `limit` caps one call (default and max 10,000).
     """
-    dispatcher = _dispatcher(request)
-    state = _receiver(dispatcher, request)
+    engine = request.app[ENGINE]
+    state = _receiver(engine, request)
     body = await read_json(request) if request.can_read_body else {}
     pick, limit = _replay_filter(body)
     rid = state.receiver_id
-    partition = dispatcher.partition_of(rid)
     now = time.time()
     chosen: list[dict[str, Any]] = []
     after = 0
     while len(chosen) < limit:
-        page = dispatcher.store.dead_letters(rid, partition, after, MAX_LIST)
+        page = engine.dead_letters(rid, after, MAX_LIST)
         chosen += [letter for letter in page if pick(letter)][: limit - len(chosen)]
         if len(page) < MAX_LIST:
             break
@@ -345,7 +340,7 @@ async def replay(request: web.Request) -> web.Response:
         )
         records.append((rid, encode_message_record(msg)))
         replayed.append({"replay_of": letter["seq"], "original_id": letter["msg_id"], "id": msg.id})
-    await dispatcher.produce_requests(records)
+    await engine.produce_requests(records)
     body = {"replayed": len(replayed), "messages": replayed, "skipped_seqs": skipped}
     return _json(body, status=202)
 
@@ -369,7 +364,9 @@ def _replay_filter(body: object) -> tuple[Callable[[dict[str, Any]], bool], int]
         raise InvalidInput("until", "must not be before since")
 
     def pick(letter: dict[str, Any]) -> bool:
-        return lo_seq <= letter["seq"] <= hi_seq and since <= letter["at"] <= until
+        seq: int = letter["seq"]
+        at: float = letter["at"]
+        return lo_seq <= seq <= hi_seq and since <= at <= until
 
     return pick, limit
 

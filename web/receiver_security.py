@@ -10,7 +10,8 @@ from aiohttp import web
 from dispatcher.domain.receiver_spec import parse_rotation, public_view, rotate, secret_view, signing_kind
 from dispatcher.domain.signing import generate
 
-from .api import _dispatcher, _json, read_json, store_config
+from .api import _json, read_json, store_config
+from .engine import ENGINE
 from .receiver_ops import _receiver
 from .routing import owner_routed, require_sure_ownership
 
@@ -21,24 +22,24 @@ async def rotate_secret(request: web.Request) -> web.Response:
 
     The answer is the only time the new secret is shown.
     """
-    dispatcher = _dispatcher(request)
-    config = _receiver(dispatcher, request).config
+    engine = request.app[ENGINE]
+    config = _receiver(engine, request).config
     body = await read_json(request, required=False)
-    secret, kind, grace = parse_rotation(body, dispatcher.settings.secret_grace)
+    secret, kind, grace = parse_rotation(body, engine.settings.secret_grace)
     now = time.time()
     new = secret or generate(kind or signing_kind(config.secret))
     rotated = rotate(config, new, now, grace)
-    await store_config(dispatcher, rotated)
+    await store_config(engine, rotated)
     return _json(secret_view(rotated, now))
 
 
 @owner_routed
 async def verify_endpoint(request: web.Request) -> web.Response:
     """Run the verification handshake again (after fixing the receiver, say) and store its result."""
-    dispatcher = _dispatcher(request)
-    config = _receiver(dispatcher, request).config
-    await dispatcher.guard.check_url(config.url)
-    require_sure_ownership(dispatcher, config.id)
-    verified = replace(config, verification=await dispatcher.deliverer.verify(config))
-    await store_config(dispatcher, verified)
+    engine = request.app[ENGINE]
+    config = _receiver(engine, request).config
+    await engine.check_url(config.url)
+    require_sure_ownership(engine, config.id)
+    verified = replace(config, verification=await engine.verify(config))
+    await store_config(engine, verified)
     return _json(public_view(verified, time.time()))

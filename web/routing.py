@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from aiohttp import web
 
 from dispatcher.domain.errors import InvalidInput
 
-if TYPE_CHECKING:
-    from dispatcher.worker import Dispatcher
+from .engine import ENGINE, Engine
 
 FORWARDED = "x-dispatcher-forwarded"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -21,22 +20,20 @@ def owner_routed(handler: Handler) -> Handler:
     """Run `handler` here if this worker owns `{receiver_id}`, else proxy to the owner."""
 
     async def routed(request: web.Request) -> web.StreamResponse:
-        from .app import DISPATCHER
-
-        dispatcher = request.app[DISPATCHER]
+        engine = request.app[ENGINE]
         receiver_id = request.match_info["receiver_id"]
-        if dispatcher.is_local(receiver_id):
+        if engine.is_local(receiver_id):
             return await handler(request)
-        return await forward_to_owner(dispatcher, request, receiver_id)
+        return await forward_to_owner(engine, request, receiver_id)
 
     return routed
 
 
 async def forward_to_owner(
-    dispatcher: Dispatcher, request: web.Request, receiver_id: str, body: Any = None
+    engine: Engine, request: web.Request, receiver_id: str, body: Any = None
 ) -> web.Response:
     """Proxy `request` (with `body` re-encoded when given) to the receiver's owner."""
-    owner = dispatcher.owner_url(receiver_id)
+    owner = engine.owner_url(receiver_id)
     if owner is None or request.headers.get(FORWARDED):
         # Forwarded here but not ours either: ownership is moving. Never loop.
         raise InvalidInput(
@@ -47,14 +44,14 @@ async def forward_to_owner(
     headers = {k: v for k, v in request.headers.items() if k.lower() in ("authorization", "content-type")}
     headers[FORWARDED] = "1"
     data = orjson.dumps(body) if body is not None else await request.read()
-    async with dispatcher.app.http_client.request(request.method, url, headers=headers, data=data) as resp:
+    async with engine.http_client.request(request.method, url, headers=headers, data=data) as resp:
         return web.Response(status=resp.status, body=await resp.read(), content_type=resp.content_type)
 
 
-def require_sure_ownership(dispatcher: Dispatcher, receiver_id: str) -> None:
+def require_sure_ownership(engine: Engine, receiver_id: str) -> None:
     """Refuse to POST for a receiver whose ownership this worker doubts (after a stall, until the
     group has spoken): the caller retries and reaches whoever owns it then."""
-    if not dispatcher.ownership.may_post(dispatcher.partition_of(receiver_id)):
+    if not engine.may_post(receiver_id):
         raise InvalidInput(
             "receiver_id", "this worker's ownership of the receiver is in doubt (rebalance); retry",
             code="unavailable", status=503,

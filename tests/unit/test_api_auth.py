@@ -15,7 +15,8 @@ from multidict import CIMultiDict
 
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.settings import Settings
-from web.app import DISPATCHER, web_middlewares
+from web.app import web_middlewares
+from web.engine import ENGINE
 from web.health import readyz
 from web.middleware import auth_middleware, bearer_authorized, errors_middleware, header_bytes
 
@@ -154,15 +155,16 @@ async def test_invalid_input_keeps_its_field_and_message() -> None:
 
 
 @dataclass
-class FakeDispatcher:
-    ready: bool = True
+class FakeEngine:
+    is_ready: bool = True
     settings: Any = None
-    ownership: Any = None
     figures: dict[str, Any] = field(default_factory=lambda: {"partitions": [0, 1], "in_flight": 3})
 
     def __post_init__(self) -> None:
         self.settings = type("S", (), {"api_token": TOKEN})()
-        self.ownership = type("O", (), {"ready": self.ready})()
+
+    def ready(self) -> bool:
+        return self.is_ready
 
     def stats(self) -> dict[str, Any]:
         return self.figures
@@ -170,7 +172,7 @@ class FakeDispatcher:
 
 async def _readyz(authorization: str | None, ready: bool = True) -> tuple[int, dict[str, Any]]:
     app = web.Application()
-    app[DISPATCHER] = FakeDispatcher(ready)  # type: ignore[assignment]
+    app[ENGINE] = FakeEngine(ready)  # type: ignore[assignment]
     resp = await readyz(request("/readyz", authorization, app))
     return resp.status, orjson.loads(resp.body)  # type: ignore[arg-type]
 

@@ -10,10 +10,12 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from dispatcher.domain.actor import Policy
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.settings import Settings
+from dispatcher.web_port import web_settings
 from web import api
-from web.app import DISPATCHER
+from web.engine import ENGINE
 from web.middleware import errors_middleware
 
 KIB = 1024
@@ -52,10 +54,10 @@ def test_the_byte_check_names_the_field_that_crossed_the_cap() -> None:
 
 
 class Owner:
-    """The parts of a Dispatcher that send_batch touches."""
+    """The parts of the engine that send_batch touches."""
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+        self.settings = web_settings(settings, Policy())
         self.produced: list[tuple[str, bytes]] = []
 
     def is_local(self, receiver_id: str) -> bool:
@@ -70,7 +72,7 @@ async def small() -> AsyncIterator[tuple[TestClient, Owner]]:
     """max_payload 2 KiB: a batch carries at most 64 KiB."""
     owner = Owner(Settings(max_payload=2 * KIB, max_request_body=1 << 20))
     app = web.Application(middlewares=[errors_middleware], client_max_size=1 << 20)
-    app[DISPATCHER] = owner  # type: ignore[assignment]
+    app[ENGINE] = owner  # type: ignore[assignment]
     app.router.add_post("/v1/messages/batch", api.send_batch)
     client = TestClient(TestServer(app))
     await client.start_server()
