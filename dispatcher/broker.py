@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 # The embedded broker's settings group, used by `dev` and the tests (the environment overrides):
 # speed and load, never correctness. It does not answer a pending fetch early, so the fetch wait
-# is the Kafka hop's latency on it: 2 ms gave a paced p50 of 2.7-2.8 ms (3 ms: 3.3-3.4 ms) for 5
-# points more idle worker CPU (22 % against 17 %). It never compacts, so a jump in a changelog is
-# read again. The invariants hold without the group: tests/chaos/test_kill9.py runs with it off.
+# is the Kafka hop's latency on it (docs/architecture.md, "Broker notes", has the figures behind
+# 2 ms). It never compacts, so a jump in a changelog is read again. The invariants hold without
+# the group: tests/chaos/test_kill9.py runs with it off.
 EMBEDDED_BROKER_SETTINGS = {
     "DISPATCHER_FETCH_MAX_WAIT_MS": "2",
     "DISPATCHER_CONTIGUOUS_CHANGELOGS": "true",

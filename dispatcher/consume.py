@@ -20,8 +20,9 @@ Read top to bottom, a record's path through the worker:
 
 No Faust agent or stream carries these records: subscribing the topics goes
 through Faust's public conductor (`app.topics.add`), and the fetch loop calls
-`apply_record` itself. Faust's agent, stream and event per record cost 35 to
-50 % more worker CPU per delivery (docs/benchmarks.md, "The record path").
+`apply_record` itself: Faust's agent, stream and event per record cost more
+than half again the worker's CPU per delivery (docs/benchmarks.md, "The record
+path").
 Records are applied one at a time, each fully (state written) before the next
 is read, and acked only then, so a commit covers only what is stored. Nothing
 escapes: a record that cannot be applied is dead-lettered (awaited) before the

@@ -1,11 +1,12 @@
-"""The worker's stall fence (see `domain/stall_fence.py`): its ticking task, its clock, its log."""
+"""The worker's stall fence (see `domain/stall_fence.py`): a service that ticks it, its clock, its log."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+
+from mode import Service
 
 from .domain.stall_fence import StallFence
 
@@ -13,11 +14,16 @@ log = logging.getLogger(__name__)
 TICK = 0.1  # seconds between the loop's ticks
 
 
-class Fence:
+class Fence(Service):
+    """Ticks the fence every `TICK` s while started: a gap between ticks is what engages it."""
+
     def __init__(
         self, stall_limit: float, release_after: float, clock: Callable[[], float] = time.monotonic,
         rebalancing: Callable[[], bool] = lambda: False,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
+        super().__init__()
+        self._sleep = sleep or self.sleep  # the service's own sleep ends early at stop
         self._fence = StallFence(stall_limit, release_after)
         self._clock = clock
         self._rebalancing = rebalancing
@@ -50,10 +56,10 @@ class Fence:
         self._fence.on_assigned(self._clock())
         self.allows()  # log the release
 
-    async def run(self) -> None:
-        """Tick until cancelled: a gap between ticks is what engages the fence."""
-        while True:
+    @Service.task
+    async def _ticking(self) -> None:
+        while not self.should_stop:
             self._fence.tick(self._clock())
             if self._held:
                 self.allows()  # lifts by time when no rebalance came
-            await asyncio.sleep(TICK)
+            await self._sleep(TICK)

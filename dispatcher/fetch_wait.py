@@ -3,32 +3,31 @@ and while nothing comes at all.
 
 The embedded broker (Tansu) lists every stored batch of a partition on each
 fetch and answers with what it gathered when the fetch's max wait runs out, so
-once a partition holds more batches than it can list in that wait (about 3,000
-at the 3 ms dev wait on 2 cores) every fetch of it comes back empty, for ever:
-a restarted worker read no changelog record of a 100,000-receiver table for
-minutes. A fetch that leaves a partition behind its high watermark with no
-records doubles the wait (up to `cap_ms`); once every fetched partition has
-caught up, the wait is the configured one again. On Kafka a partition that is
-behind always answers with records, so the wait never moves there.
+once a partition holds more batches than it can list in that wait every fetch
+of it comes back empty, for ever: a restarted worker read no changelog record
+of a 100,000-receiver table for minutes. A fetch that leaves a partition
+behind its high watermark with no records doubles the wait (up to `cap_ms`);
+once every fetched partition has caught up, the wait is the configured one
+again. On Kafka a partition that is behind always answers with records, so the
+wait never moves there.
 
 Only a partition that was already behind when the fetch was sent counts as
 starved. One that was caught up and got a record while the broker gathered
 the answer (the high watermark moved, the records came too late for it) is
 the normal case of a live partition: counting it doubled the wait several
-times a second at 200 messages/s and took the paced p50 from 3 to 6-9 ms.
+times a second at a steady 200 messages/s and doubled the paced latency.
 
-The same broker's short wait (2 ms in `dev`) made an idle worker poll 500
-times a second: a quarter of a core for the worker and a third for the
-broker, doing nothing, and 13 to 20 % of the worker's CPU over a backlog
-drain (whose source is read to its end within seconds). Once fetches have
-come back empty, with every partition caught up, for `idle_after_ms` of
-waiting, the wait doubles up to `idle_cap_ms`; the first record brings it
-back to the configured wait. (A starved wait stays up while records come and
-a partition is still behind; a quiet spell's wait must not, since an answer
-with records always leaves its partition behind the new high watermark.) A
-steady flow (200 messages/s is one every 5 ms) never goes idle that long, so
-only the first record after a quiet spell waits up to `idle_cap_ms` more. On
-Kafka the configured wait (500 ms) is above the idle cap, so nothing changes.
+The same broker's short wait (2 ms in `dev`) made an idle worker poll
+hundreds of times a second, for a large share of a core (worker and broker)
+and of a backlog drain's CPU. Once fetches have come back empty, with every
+partition caught up, for `idle_after_ms` of waiting, the wait doubles up to
+`idle_cap_ms`; the first record brings it back to the configured wait. (A
+starved wait stays up while records come and a partition is still behind; a
+quiet spell's wait must not, since an answer with records always leaves its
+partition behind the new high watermark.) A steady flow never goes idle that
+long, so only the first record after a quiet spell waits up to `idle_cap_ms`
+more. On Kafka the configured wait is above the idle cap, so nothing changes.
+The figures are in docs/architecture.md, "Broker notes".
 """
 
 from __future__ import annotations

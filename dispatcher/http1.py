@@ -1,9 +1,9 @@
 """A lean HTTP/1.1 client for deliveries: asyncio protocols and llhttp (httptools), nothing else.
 
-A POST through aiohttp's ClientSession costs the client about 0.23 CPU s per
-1,000 on the test machine; the same POST written by hand on a keep-alive
-connection costs 0.04 s (`python -m bench.http_clients`). A delivery needs
-little of what aiohttp offers (no redirects, proxies, cookies, streaming or
+A POST through aiohttp's ClientSession costs the client several times what the
+same POST written by hand on a keep-alive connection does (`python -m
+bench.http_clients`; figures in docs/benchmarks.md, "Figures behind the code").
+A delivery needs little of what aiohttp offers (no redirects, proxies, cookies, streaming or
 multipart), so this client keeps only what a hostile receiver requires:
 
 - every connection is dialled through the target guard (addresses resolved

@@ -138,8 +138,8 @@ class Settings:
     # as data arrives; the embedded broker does not, so `dev` lowers this.
     fetch_max_wait_ms: int = 500
     # After 100 ms of empty answers the fetch wait doubles up to this (never below fetch_max_wait_ms),
-    # and the next record brings it back: an idle worker on the embedded broker polls 20 times a
-    # second, not 500. Only the first record after a quiet spell waits for it (fetch_wait.py).
+    # and the next record brings it back, so an idle worker on the embedded broker does not poll
+    # its 2 ms wait away. Only the first record after a quiet spell waits for it (fetch_wait.py).
     fetch_idle_wait_ms: int = 50
     # Bytes per producer batch.
     producer_max_batch_bytes: int = 16384
@@ -151,8 +151,7 @@ class Settings:
     standby_replicas: int = 1
     # RocksDB memory per table partition: memtables (2 x write buffer) and the
     # block cache. Faust's defaults (64 MiB buffers, a 2 GiB cache) would let
-    # a worker's RSS grow with what it stores. 1 MiB buffers instead of 8 took
-    # 100,000 idle receivers from +129 MB to +88 MB at the same drain rate.
+    # a worker's RSS grow with what it stores (docs/benchmarks.md has the figures).
     table_write_buffer: int = 1 << 20
     table_block_cache: int = 2 << 20
 

@@ -15,6 +15,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from mode import Service
+
 from .deliverer import Deliverer, Job
 from .domain.ratelimit import Bucket, burst_of
 
@@ -37,10 +39,14 @@ class Pacer:
         self.bucket = self.bucket.take(1, self.rate, self.burst, self.clock())
 
 
-class SlowLane:
+class SlowLane(Service):
+    """The queue, and (once started) the task that submits its jobs to `deliverer`; a stop ends it."""
+
     def __init__(self, pacer: Pacer) -> None:
+        super().__init__()
         self.pacer = pacer
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
+        self.deliverer: Deliverer | None = None  # set once built (it takes `put` as its slow lane)
 
     def __len__(self) -> int:
         return self._queue.qsize()
@@ -48,9 +54,14 @@ class SlowLane:
     def put(self, job: Job) -> None:
         self._queue.put_nowait(job)
 
+    async def on_start(self) -> None:
+        if self.deliverer is None:
+            raise RuntimeError("the slow lane starts only once its deliverer is set")
+        self.add_future(self.run(self.deliverer))
+
     async def run(self, deliverer: Deliverer) -> None:
-        """Submit queued jobs at the lane's pace, until cancelled."""
-        while True:
+        """Submit queued jobs at the lane's pace, until the service stops (or the task is cancelled)."""
+        while not self.should_stop:
             job = await self._queue.get()
             if not deliverer.waiting(job):
                 continue

@@ -20,9 +20,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from mode import Service
 
 from .domain.subscriptions import SubscriptionIndex, decode_subscription
 from .failures import log_failure
@@ -31,11 +33,15 @@ from .overrides.fetcher import adapt_fetch_wait
 log = logging.getLogger(__name__)
 
 
-class SubscriptionFeed:
+class SubscriptionFeed(Service):
+    """The index of every receiver's subscription; once started, a task reads the topic into it."""
+
     def __init__(
         self, topic: str, partitions: int, consumer: dict[str, Any], poll_ms: int = 100,
-        index: SubscriptionIndex | None = None,
+        index: SubscriptionIndex | None = None, declare: Callable[[], Awaitable[Any]] | None = None,
     ) -> None:
+        super().__init__()
+        self._declare = declare  # creates the topic first: nothing may have been published yet
         self.topic = topic
         self.partitions = partitions
         self.index = index or SubscriptionIndex()
@@ -105,16 +111,21 @@ class SubscriptionFeed:
         self._progress.clear()
         await self._progress.wait()
 
+    async def on_start(self) -> None:
+        self.add_future(self.run())
+
     async def run(self) -> None:
-        """Read the topic until cancelled; restart the consumer after an error."""
-        while True:
+        """Read the topic until the service stops; restart the consumer after an error."""
+        if self._declare is not None:
+            await self._declare()
+        while not self.should_stop:
             try:
                 await self._read()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("subscription feed failed; reading again in 1 s")
-                await asyncio.sleep(1.0)
+                await self.sleep(1.0)
 
     async def _read(self) -> None:
         consumer = AIOKafkaConsumer(
@@ -127,7 +138,7 @@ class SubscriptionFeed:
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             self._consumer = consumer
-            while True:
+            while not self.should_stop:
                 batch = await consumer.getmany(timeout_ms=1000)
                 for records in batch.values():
                     for record in records:

@@ -49,6 +49,7 @@ from typing import Any, SupportsBytes
 
 import rocksdict
 from faust.types import TP
+from mode import Service
 
 from .overrides.store import aiokafka_producer, held_db, open_unlogged, partition_db
 
@@ -88,11 +89,14 @@ class _Sent:
     low: int = 0  # the lowest write number it answers for (writes coalesced into it included)
 
 
-class ChangelogTable:
+class ChangelogTable(Service):
+    """The table's overlay and changelog writes; once started, a task sends what piles up."""
+
     def __init__(
         self, table: Any, linger: float = LINGER, on_fault: Callable[[BaseException], None] = _ignore_fault,
         may_write: Callable[[], bool] = _always, producer: Callable[[], Any] | None = None,
     ) -> None:
+        super().__init__()
         self._table = table
         # aiokafka's producer (started with the app), or one a test acks by hand
         self._producer = producer or (lambda: aiokafka_producer(table.app))
@@ -185,15 +189,22 @@ class ChangelogTable:
         if self._wakeup is not None:
             self._wakeup.set()
 
+    async def on_start(self) -> None:
+        self.add_future(self.run())
+
     async def run(self) -> None:
-        """Send what piles up, as it piles up (the app's background task)."""
+        """Send what piles up, as it piles up, until the service stops (or the task is cancelled)."""
         self._wakeup = asyncio.Event()
-        while True:
+        if self._pending:
+            self._wakeup.set()  # written before this task ran
+        while not self.should_stop:
             await self._wakeup.wait()
             await asyncio.sleep(self._linger)
             self._wakeup.clear()
             try:
-                await self._drain()
+                # Shielded: a stop that cancels this task mid-drain must not drop the writes taken
+                # off `_pending` but not yet handed to the producer (the last flush would miss them).
+                await asyncio.shield(self._drain())
             except Exception as exc:  # noqa: BLE001 - every flush raises it from now on
                 self._fail(exc)
 

@@ -17,6 +17,8 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Collection
 
+from mode import Service
+
 from .domain.wheel import TimingWheel
 
 log = logging.getLogger(__name__)
@@ -24,8 +26,11 @@ log = logging.getLogger(__name__)
 Fire = Callable[[str, int], Awaitable[None]]
 
 
-class PartitionTimers:
+class PartitionTimers(Service):
+    """The wheels, and (once started) the task that fires them; a stop ends it."""
+
     def __init__(self, fire: Fire, resolution: float = 0.01, clock: Callable[[], float] = time.time):
+        super().__init__()
         self._fire = fire
         self._clock = clock
         self._resolution = resolution
@@ -81,9 +86,12 @@ class PartitionTimers:
             return max_sleep
         return min(max_sleep, max(self._resolution, min(bounds) - self._clock()))
 
+    async def on_start(self) -> None:
+        self.add_future(self.run())
+
     async def run(self, max_sleep: float = 0.5) -> None:
-        """Fire due wake-ups until cancelled."""
-        while True:
+        """Fire due wake-ups until the service stops (or the task is cancelled)."""
+        while not self.should_stop:
             if not self.paused:
                 for rid, partition in self.pop_due(self._clock()):
                     await self._fire_safely(rid, partition)

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
+from mode import Service
 from yarl import URL
 
 from . import collector
@@ -20,7 +21,7 @@ from .event_loop import new_event_loop
 from .failures import log_failure
 from .fanout import FanOut
 from .fence import Fence
-from .heap import trim_periodically
+from .heap import HeapTrimmer
 from .http1 import Http1Transport
 from .overrides.app import DispatcherApp, QuietWorker
 from .overrides.highwaters import client_options
@@ -96,7 +97,8 @@ class Dispatcher:
             publish_subscription=self._publish_subscription,
         )
         self.feed = SubscriptionFeed(
-            self.names["subscriptions"], settings.partitions, client_options(app, "subscriptions")
+            self.names["subscriptions"], settings.partitions, client_options(app, "subscriptions"),
+            declare=self.topology.subscriptions.maybe_declare,
         )
         self.ownership = Ownership(app, self.names["requests"], self.runner, self.fence)
         self.deliverer.may_post = self.ownership.may_post
@@ -115,15 +117,17 @@ class Dispatcher:
         self.fanout = FanOut(self.feed, self.produce_requests, self._send_dead_letter,
                              settings.max_record_bytes - RECORD_OVERHEAD)
         self.fanout.register(app, self.topology.events)
-        app.task(self._run_feed)
-        app.task(self.table.run)
         app.flush_hooks.append(self._flush_table)
-        app.task(self._run_slow_lane)
         self.topology.actors.on_recover(self.ownership.on_recovered)
         app.on_partitions_revoked.connect(self.ownership.on_revoked)  # type: ignore[arg-type]  # mode's stub
-        app.task(self._run_timers)
-        app.task(self.fence.run)
-        app.task(self._trim_heap)
+        self.slow_lane.deliverer = self.deliverer
+        # The background loops, each a service that owns its task: started once the app is
+        # (as Faust's app tasks are), stopped with it, and every loop ends at its stop.
+        self.services: list[Service] = [
+            self.table, self.fence, self.timers, self.slow_lane, self.feed,
+            HeapTrimmer(settings.heap_trim_interval),
+        ]
+        app.task(self._start_services)
         app.task(self._settle_collector)
         app.on_before_shutdown.connect(self._on_shutdown)  # type: ignore[arg-type]  # mode's stub
         setup_web(cast(Any, app.web).web_app, self)  # Faust's aiohttp driver holds the aiohttp app
@@ -191,9 +195,6 @@ class Dispatcher:
         async with self.runner.lock:
             await self.table.flush()
 
-    async def _run_slow_lane(self) -> None:
-        await self.slow_lane.run(self.deliverer)
-
     async def produce_event(self, event_id: str, record: bytes) -> None:
         """Produce to the events topic and wait until the broker has it."""
         await _send(self.topology.events, event_id, record)
@@ -222,10 +223,6 @@ class Dispatcher:
         if pending is not None:
             await asyncio.shield(pending)
 
-    async def _run_feed(self) -> None:
-        await self.topology.subscriptions.maybe_declare()  # nothing may have been published yet
-        await self.feed.run()
-
     async def _send_dead_letter(self, receiver_id: str, record: bytes) -> None:
         await _send(self.topology.dead_letters, receiver_id, record)
 
@@ -253,11 +250,9 @@ class Dispatcher:
 
     # lifecycle ----------------------------------------------------------------
 
-    async def _run_timers(self) -> None:
-        await self.timers.run()
-
-    async def _trim_heap(self) -> None:
-        await trim_periodically(self.settings.heap_trim_interval)
+    async def _start_services(self) -> None:
+        for service in self.services:
+            await self.app.add_runtime_dependency(service)  # stopped with the app
 
     async def _settle_collector(self) -> None:
         collector.settle()  # the app is built and started: what exists now stays

@@ -12,7 +12,8 @@ the details and the figures):
   lost accepted messages); a commit could pass the offset right after the
   committed one (one message lost after a restart). Records of the actor's
   topics are applied in the loop itself: Faust's conductor, stream and event
-  per record cost about 30 % of the worker's CPU per delivery.
+  per record cost more than half again the worker's CPU per delivery
+  (docs/benchmarks.md, "The record path").
 - `highwaters.py`: a changelog's end is read from a fetch too, on every
   broker. The embedded broker's ListOffsets stops at the last batch's base
   offset: table recovery stopped short, and 8 seqs were reused in 6 kill -9

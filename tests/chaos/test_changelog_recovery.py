@@ -78,6 +78,10 @@ async def test_a_clean_stop_leaves_every_write_on_disk(make_worker) -> None:
         await recv.stop()
     worker.stop()
     assert worker.process is not None and worker.process.returncode == 0
+    # Every background service ended with the stop: none left a task behind or died on the way out.
+    log = worker.log_path.read_text()
+    assert "Task was destroyed but it is pending" not in log
+    assert "Traceback" not in log
 
     stores = list(worker.data_dir.glob(f"*/tables/*-{partitioner(8)(rid)}.db"))
     assert len(stores) == 1, f"one store of the receiver's partition, found {stores}"
