@@ -20,9 +20,11 @@ run: install
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy dispatcher web
 
 test: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy dispatcher web
 	$(BIN)/python -m pytest -q -rs --hypothesis-show-statistics
 
 bench: install

@@ -38,6 +38,11 @@ class TableIO(Protocol):
 
     def forget_partitions(self, partitions: set[int]) -> None: ...
 
+    @property
+    def last_number(self) -> int: ...  # the number of the newest write so far
+
+    def durable(self, partition: int, number: int) -> bool | None: ...  # see ChangelogTable.durable
+
 
 STATES_CACHED = 2048  # decoded states of the receivers used last (a delivery reads its state twice)
 # Entries read to learn a new head's age, kept (with their stored size) for the attempt that
@@ -98,12 +103,12 @@ class ActorStore:
 
     def last_write(self) -> int:
         """The number of the newest table write so far (of any receiver)."""
-        return int(self._io.last_number)
+        return self._io.last_number
 
     def durable_through(self, receiver_id: str, number: int) -> bool | None:
         """Are the receiver partition's writes up to `number` in the changelog (a successor after a
         crash recovers them)? None: one was dropped unsent (a rebalance under a stall)."""
-        return self._io.durable(self.partition_of(receiver_id), number)  # type: ignore[no-any-return]
+        return self._io.durable(self.partition_of(receiver_id), number)
 
     def save(self, state: ReceiverState) -> None:
         self._put(state.receiver_id, keys.state_key(state.receiver_id), state)  # encoded when sent

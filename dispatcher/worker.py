@@ -11,6 +11,8 @@ from typing import Any, cast
 from mode import Service
 from yarl import URL
 
+from web.app import setup_web, web_middlewares
+
 from . import collector
 from .actor_runner import ActorRunner
 from .actor_store import ActorStore
@@ -35,6 +37,7 @@ from .target_guard import TargetGuard
 from .timers import PartitionTimers
 from .topology import Topology, build_topology, topic_names
 from .transport import AiohttpTransport, Transport
+from .web_port import DispatcherPort
 
 # DISPATCHER_HTTP_CLIENT: the lean client by default; aiohttp's is the fallback.
 HTTP_CLIENTS: dict[str, type[Http1Transport] | type[AiohttpTransport]] = {
@@ -53,8 +56,6 @@ class Dispatcher:
     """One worker's parts, wired together; nothing starts until Faust starts."""
 
     def __init__(self, settings: Settings, transport: Transport | None = None) -> None:
-        from web.app import setup_web, web_middlewares  # web depends on dispatcher, not back
-
         self.settings = settings
         self.names = topic_names(settings)
         self.topology: Topology = build_topology(settings, web_middlewares(settings))
@@ -130,7 +131,8 @@ class Dispatcher:
         app.task(self._start_services)
         app.task(self._settle_collector)
         app.on_before_shutdown.connect(self._on_shutdown)  # type: ignore[arg-type]  # mode's stub
-        setup_web(cast(Any, app.web).web_app, self)  # Faust's aiohttp driver holds the aiohttp app
+        # Faust's aiohttp driver holds the aiohttp app; the views see the worker through the port only.
+        setup_web(cast(Any, app.web).web_app, DispatcherPort(self))
 
     @property
     def app(self) -> DispatcherApp:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from aiohttp import web
-
-# TEMPORARY: until dispatcher/worker.py passes `DispatcherPort(self)` to setup_web.
-from dispatcher.web_port import DispatcherPort
 
 from . import api, health, receiver_list, receiver_ops, receiver_security
 from .engine import ENGINE, Engine
@@ -27,7 +24,7 @@ def web_middlewares(settings: TokenSettings) -> list[Any]:
 
 def setup_web(app: web.Application, engine: Engine) -> None:
     """Serve the API on `app`, answering from `engine`."""
-    app[ENGINE] = _as_engine(engine)
+    app[ENGINE] = engine
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
     app.router.add_get("/openapi.json", health.openapi)
@@ -53,9 +50,3 @@ def setup_web(app: web.Application, engine: Engine) -> None:
     app.router.add_post("/v1/messages/batch", api.send_batch)
     app.router.add_post("/v1/events", api.send_event)
 
-
-def _as_engine(engine: Engine) -> Engine:
-    """TEMPORARY, until dispatcher/worker.py passes `DispatcherPort(self)`: it passes itself."""
-    if type(engine).__module__ == "dispatcher.worker":
-        return DispatcherPort(cast(Any, engine))
-    return engine

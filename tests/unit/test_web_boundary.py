@@ -23,8 +23,6 @@ from web.engine import Engine
 ROOT = Path(__file__).resolve().parents[2]
 WEB = ROOT / "web"
 ALLOWED = ("dispatcher.domain",)  # pure: no faust, aiohttp or rocksdict, no clock
-# TEMPORARY: setup_web adapts a plain Dispatcher until dispatcher/worker.py passes DispatcherPort(self).
-TEMPORARY = {"web.app": {"dispatcher.web_port"}}
 
 
 def module_name(path: Path) -> str:
@@ -48,9 +46,7 @@ def imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -
 def allowed(name: str, module: str) -> bool:
     if not (name == "dispatcher" or name.startswith("dispatcher.")):
         return True
-    if any(name == prefix or name.startswith(prefix + ".") for prefix in ALLOWED):
-        return True
-    return any(name == t or name.startswith(t + ".") for t in TEMPORARY.get(module, ()))
+    return any(name == prefix or name.startswith(prefix + ".") for prefix in ALLOWED)
 
 
 def violations(module: str, source: str, is_package: bool = False) -> list[str]:
