@@ -72,7 +72,8 @@ class RetryPolicy:
         """Seconds to wait after the `failures`-th failed attempt; `rand` uniform in [0, 1)."""
         n = max(1, failures)
         if not self.schedule:
-            return rand * min(self.cap, self.base * float(2 ** (n - 1)))  # full jitter
+            # full jitter; past 2**1000 the cap has long won (2**1024 is past a float)
+            return rand * min(self.cap, self.base * 2.0 ** min(n - 1, 1000))
         raw = self.schedule[min(n, len(self.schedule)) - 1]
         return max(0.0, raw * (1 + self.jitter * (2 * rand - 1)))
 

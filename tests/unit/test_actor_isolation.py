@@ -247,3 +247,18 @@ def test_a_message_is_stored_with_its_size() -> None:
 def test_config_options_round_trip() -> None:
     config = replace(CONFIG, options=DeliveryOptions(rate_limit=1.5, batch_max=7, backlog_overflow=REJECT))
     assert ReceiverConfig.from_dict(config.as_dict()) == config
+
+
+def test_a_message_larger_than_the_byte_cap_leaves_no_bytes_behind() -> None:
+    """Stored and dead-lettered by one command: its bytes leave the count with it, or every later
+    message would find the backlog full for ever."""
+    probe = Actor()
+    probe.send(1)
+    size = len(probe.backlog.entries[1])
+    a = Actor(DeliveryOptions(backlog_max_bytes=size // 2))
+    for i in range(1, 4):
+        effects = a.send(i)
+        assert [e.reason for e in effects if isinstance(e, DeadLetterHead)] == ["backlog_full"]
+    assert (a.state.backlog, a.state.backlog_bytes, a.backlog.entries) == (0, 0, {})
+    a.run(Configure(replace(CONFIG, options=DeliveryOptions(backlog_max_bytes=2 * size))), T0)
+    assert any(isinstance(e, Deliver) for e in a.send(4)), "room again: delivered"

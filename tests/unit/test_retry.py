@@ -128,3 +128,10 @@ def test_retry_after_is_clamped_between_schedule_and_a_day(
     retry_after: float | None, expected: float
 ) -> None:
     assert RetryPolicy(jitter=0.0).next_delay(1, 0.5, retry_after) == expected
+
+
+@pytest.mark.parametrize("failures", [1_024, 1_025, 10_000, 10**9])
+def test_an_exponential_delay_after_very_many_failures_is_the_cap(failures: int) -> None:
+    """2**1024 does not fit a float: the delay must not raise once max_attempts allows that many."""
+    policy = RetryPolicy(schedule=(), base=0.05, cap=30.0)
+    assert policy.delay(failures, 0.5) == 15.0

@@ -45,7 +45,7 @@ def _due_head(step: Step) -> int | None:
         if head is None or step.in_flight:
             return None
         if not draft.head_accepted_at:
-            accepted = step.facts.backlog.accepted_at(head)
+            accepted = step.accepted_at(head)
             if accepted is None:
                 dead_letter_head(step, MISSING_ENTRY, "backlog entry missing")
                 continue
@@ -84,9 +84,11 @@ def head_result(step: Step, outcome: Outcome) -> None:
 
 def settle_head(step: Step, last: int) -> None:
     """The head (through `last`, for a batch) got a 2xx or was dead-lettered; the next becomes head."""
-    draft, backlog = step.draft, step.facts.backlog
+    draft = step.draft
     first = draft.delivered_seq + 1
-    size = sum(backlog.size(seq) for seq in range(first, last + 1))
+    # Through the step: an entry stored by this very command (then dropped by a cap) is not in the
+    # table yet, and its bytes must leave the count with it.
+    size = sum(step.entry_size(seq) for seq in range(first, last + 1))
     draft.delivered_seq = last
     draft.attempts = 0
     draft.next_attempt_at = 0.0
@@ -95,7 +97,7 @@ def settle_head(step: Step, last: int) -> None:
     step.retire(range(first, last + 1))
     head = draft.head
     if head is not None:
-        draft.head_accepted_at = backlog.accepted_at(head) or 0.0
+        draft.head_accepted_at = step.accepted_at(head) or 0.0
 
 
 def dead_letter_head(step: Step, reason: str, detail: str, last: int = 0) -> None:

@@ -53,6 +53,16 @@ class Step:
             return self.state, [*self.writes, *self.deletes, *self.actions]
         return freeze(self.draft), [*self.writes, SaveState(), *self.deletes, *self.actions]
 
+    def accepted_at(self, seq: int) -> float | None:
+        """When a stored message was accepted (None: no entry), this step's own writes included."""
+        stored = self.fresh.get(seq)
+        return stored[0] if stored is not None else self.facts.backlog.accepted_at(seq)
+
+    def entry_size(self, seq: int) -> int:
+        """A stored message's size in bytes (0: no entry), this step's own writes included."""
+        stored = self.fresh.get(seq)
+        return stored[1] if stored is not None else self.facts.backlog.size(seq)
+
     def restart(self, fresh: ReceiverState) -> None:
         """Carry on from `fresh` instead of the draft so far (it is saved)."""
         self.draft = thaw(fresh)

@@ -29,7 +29,7 @@ def windowed(step: Step) -> bool:
         window: tuple[Slot, ...] = ()
         if draft.head is not None and (draft.attempts or step.in_flight):
             # The head's attempts (and an attempt of it still out) carry over.
-            accepted = draft.head_accepted_at or step.facts.backlog.accepted_at(head) or step.now
+            accepted = draft.head_accepted_at or step.accepted_at(head) or step.now
             window = (Slot(head, accepted, draft.attempts, draft.next_attempt_at),)
         draft.cursor = head + len(window)
         draft.window = window
@@ -85,7 +85,7 @@ def _start_new(step: Step, limit: int) -> None:
             return
         seq = draft.cursor
         draft.cursor = seq + 1
-        accepted = step.fresh[seq][0] if seq in step.fresh else step.facts.backlog.accepted_at(seq)
+        accepted = step.accepted_at(seq)
         if accepted is None:
             dead_letter_seq(step, seq, MISSING_ENTRY, "backlog entry missing")
             continue
@@ -151,7 +151,7 @@ def settle_seq(step: Step, seq: int) -> None:
     """One message of the window (or one never started) is done: drop it and move the floor."""
     draft = step.draft
     window = without(draft.window, seq)
-    size = step.fresh[seq][1] if seq in step.fresh else step.facts.backlog.size(seq)
+    size = step.entry_size(seq)
     draft.window = window
     draft.delivered_seq = floor(window, draft.cursor) - 1
     draft.backlog_bytes = max(0, draft.backlog_bytes - size)
