@@ -1,11 +1,12 @@
 """Where the actor's effects become I/O: table writes, deliveries, timers, dead letters.
 
-Commands come from the stream of the receiver's partition (`handle`) and, for
-delivery outcomes made on this worker, straight from the deliverer
-(`apply_outcome`). One lock serialises both, so each command is applied whole
-before the next: the runner stays the only writer of a receiver's entries.
-After every command the receiver's timer is set from its new state, so the
-timer wheel mirrors the table.
+Commands come from the records of the receiver's partition (`handle`, called
+by `consume.apply_record` in the fetch loop) and, for delivery outcomes made
+on this worker, straight from the deliverer (`apply_outcome`). One lock
+serialises both, so each command is applied whole before the next: the runner
+stays the only writer of a receiver's entries. After every command the
+receiver's timer is set from its new state, so the timer wheel mirrors the
+table.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class ActorRunner:
         self.may_write: Callable[[], bool] = lambda: True
 
     async def handle(self, receiver_id: str, partition: int, command: Command) -> None:
-        """Apply one command from the stream."""
+        """Apply one command decoded from a record of the receiver's partition."""
         async with self.lock:
             await self._handle(receiver_id, partition, command)
 

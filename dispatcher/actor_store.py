@@ -3,8 +3,8 @@
 Every entry of a receiver lives in the receiver's partition (the partition of
 its id, as the requests topic's): reads and writes go to that partition's
 RocksDB, and writes to its changelog, through `ChangelogTable`. Only the
-receiver's actor writes (the stream that owns the partition, or an outcome
-applied under the runner's lock); reads work anywhere on the owning worker.
+receiver's actor writes (the runner, applying a record of the partition or
+an outcome, under its lock); reads work anywhere on the owning worker.
 """
 
 from __future__ import annotations

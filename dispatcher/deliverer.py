@@ -1,8 +1,10 @@
-"""Runs delivery attempts off the stream and reports each outcome to the actor.
+"""Runs delivery attempts off the record path and reports each outcome to the actor.
 
-An attempt never blocks the partition's stream: it runs in its own task, and
-its outcome goes back through the commands topic, so only the stream that owns
-the receiver's partition writes its state. An ordered receiver has at most one
+An attempt never blocks the fetch loop that applies the partition's records
+(`consume.py`): it runs in its own task, and its outcome goes to the runner
+(`ActorRunner.apply_outcome`, under the runner's lock), or through the commands
+topic when the partition is not settled here, so only the receiver's actor
+writes its state. An ordered receiver has at most one
 attempt (or probe) in flight on this worker; an unordered one has one per seq
 in its window, each keyed by its seq.
 

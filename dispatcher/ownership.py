@@ -9,8 +9,8 @@ and expiries resume where the last owner's changelog left them.
 The scan runs in the background, in chunks with a pause between them:
 reading 100,000 states took 3 s, during which nothing was consumed. Each
 receiver's timer is set from its newest state in the same step that reads
-it, so a receiver the stream has touched meanwhile keeps the timer the
-stream gave it.
+it, so a receiver the actor has touched meanwhile keeps the timer the
+actor's runner gave it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 CHUNK = 100  # receivers whose timers are rebuilt between two yields (about 5 ms of the event loop)
 # A real pause, not sleep(0): the event loop then waits in epoll without the GIL, and the
 # consumer's thread gets it. With sleep(0) the rebuild held the GIL for seconds at a time
-# (the consumer thread's timers fired 1.3 s late) and the stream started only after it.
+# (the consumer thread's timers fired 1.3 s late) and records were applied only after it.
 PAUSE = 0.002
 
 
@@ -86,7 +86,7 @@ class Ownership:
         # Gained ones, and kept ones whose rebuild a rebalance cut short.
         rebuild = gained | (self._unbuilt & actives)
         self._unbuilt = set(rebuild)
-        for partition in rebuild:  # until rebuilt, the stream sets the timers of what it touches
+        for partition in rebuild:  # until rebuilt, the runner sets the timers of what it touches
             self._runner.timers.drop_partitions({partition})
         if rebuild:
             self._rebuild = asyncio.create_task(self._rebuild_timers(sorted(rebuild), self._generation))
@@ -115,7 +115,7 @@ class Ownership:
                 receiver_id = next(receivers, None)
                 if receiver_id is None:
                     break
-                # The newest (the stream may have written since the scan began), decoded once and not
+                # The newest (the runner may have written since the scan began), decoded once and not
                 # cached: 100,000 cold states would push the hot ones out of the cache.
                 state = store.peek(receiver_id)
                 if state is not None:

@@ -34,7 +34,7 @@ is the durable copy. An unlogged store keeps on disk a prefix of its writes
 (memtables are flushed in order), and a prefix is all the recovery needs.
 
 The partition is given by the caller (the receiver's partition), so a write
-need not run inside the stream's iteration.
+need not run inside the consumer's fetch loop.
 """
 
 from __future__ import annotations

@@ -219,7 +219,7 @@ class Dispatcher:
 
     async def subscription_published(self, receiver_id: str) -> None:
         """Wait until the receiver's last subscription change is in the broker (for the API:
-        the stream does not wait for it). Raises if that send failed."""
+        the actor does not wait for it). Raises if that send failed."""
         async with self.runner.lock:  # the command that stored the state may still be publishing
             pending = self._subscription_sends.get(receiver_id)
         if pending is not None:
