@@ -26,10 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, SupportsBytes
 
-from dispatcher.actor_runner import ActorRunner
-from dispatcher.actor_store import ActorStore
+from dispatcher.actor_parts import Outlets, build_actor_parts
 from dispatcher.consume import apply_record
-from dispatcher.deliverer import Deliverer
 from dispatcher.domain.ids import new_id
 from dispatcher.domain.records import (
     Message,
@@ -134,11 +132,10 @@ class Engine:
         self.expected = 0
         self.all_applied = asyncio.Event()  # every expected outcome applied
         self.table = DictTable()
-        store = ActorStore(self.table, self.partition_of, settings.attempt_log)
-        self.deliverer = Deliverer(self.transport, self._send_outcome, settings.slot_pool(),
-                                   store.backlog_run, self._lost)
-        self.runner = ActorRunner(store, self.deliverer, PartitionTimers(self._fire), self._dead_letter,
-                                  settings.policy(), REQUESTS)
+        outlets = Outlets(self._send_outcome, self._lost, self._dead_letter)
+        parts = build_actor_parts(settings, self.table, self.partition_of, self.transport,
+                                  PartitionTimers(self._fire), outlets, REQUESTS)  # as the worker wires them
+        self.deliverer, self.runner = parts.deliverer, parts.runner
         self.runner.writable = lambda partition: True
         self._offsets: dict[int, int] = {}
 

@@ -41,7 +41,7 @@ SendDeadLetter = Callable[[str, bytes], Awaitable[None]]
 Publish = Callable[[str, bytes | None], Awaitable[None]]
 
 
-async def _publish_nowhere(receiver_id: str, record: bytes | None) -> None:
+async def publish_nowhere(receiver_id: str, record: bytes | None) -> None:
     return None
 
 
@@ -55,7 +55,7 @@ class ActorRunner:
         policy: Policy,
         requests_topic: str,
         clock: Callable[[], float] = time.time,
-        publish_subscription: Publish = _publish_nowhere,
+        publish_subscription: Publish = publish_nowhere,
     ) -> None:
         self.store = store
         self.deliverer = deliverer

@@ -14,10 +14,9 @@ from yarl import URL
 from web.app import setup_web, web_middlewares
 
 from . import collector
-from .actor_runner import ActorRunner
-from .actor_store import ActorStore
+from .actor_parts import Outlets, build_actor_parts
 from .consume import subscribe
-from .deliverer import API_SLOTS, Deliverer
+from .deliverer import API_SLOTS
 from .domain.records import WAKE_RECORD, Outcome, encode_outcome
 from .event_loop import new_event_loop
 from .failures import log_failure
@@ -71,7 +70,6 @@ class Dispatcher:
             Path(settings.ca_file) if settings.ca_file else None,
         )
         self.timers = PartitionTimers(self._send_wake, settings.timer_resolution)
-        policy = settings.policy()
         self.partition_of = partitioner(settings.partitions)
         # A stall past half the session may have cost this worker its partitions (stall_fence.py).
         self.fence = Fence(
@@ -82,21 +80,12 @@ class Dispatcher:
             self.topology.actors, settings.changelog_linger_ms / 1000, on_fault=self._on_storage_fault,
             may_write=self.fence.allows,
         )
-        self.store = ActorStore(self.table, self.partition_of, settings.attempt_log)
         self.slow_lane = SlowLane(Pacer(settings.slow_lane_rate))
-        self.deliverer = Deliverer(
-            transport,
-            self.send_outcome,
-            pool,
-            self.store.backlog_run,
-            self._wake_soon,
-            self.slow_lane.put,
-            batch_max_bytes=settings.batch_max_bytes,
-        )
-        self.runner = ActorRunner(
-            self.store, self.deliverer, self.timers, self._send_dead_letter, policy, self.names["requests"],
-            publish_subscription=self._publish_subscription,
-        )
+        outlets = Outlets(self.send_outcome, self._wake_soon, self._send_dead_letter, self.slow_lane.put,
+                          self._publish_subscription)
+        parts = build_actor_parts(settings, self.table, self.partition_of, transport, self.timers, outlets,
+                                  self.names["requests"])
+        self.store, self.deliverer, self.runner = parts.store, parts.deliverer, parts.runner
         self.feed = SubscriptionFeed(
             self.names["subscriptions"], settings.partitions, client_options(app, "subscriptions"),
             declare=self.topology.subscriptions.maybe_declare,
