@@ -219,7 +219,7 @@ def batch_byte_cap(max_request_body: int, max_payload: int) -> int:
     """The most bytes one batch may carry, as sent and as encoded for Kafka.
 
     The body cap alone (DISPATCHER_MAX_REQUEST_BODY, 32 MiB) is no memory bound: parsed JSON
-    takes up to ~30 times its size in Python objects (30 MiB of `{}` took 880 MB), and a batch
+    takes many times its size in Python objects (docs/benchmarks.md), and a batch
     is parsed whole before any message is checked. 32 full-size messages keep a batch's parse
     within a few hundred MB and leave 1,000 messages of 8 KiB each room.
     """

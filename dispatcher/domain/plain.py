@@ -4,8 +4,8 @@ orjson writes a dataclass itself, but slowly for small nested ones: a
 two-field `Bucket` costs as much as a 30-key dict, and a receiver's state,
 written at every delivery, holds three of them. A dict display over the
 fields, made once per class (as dataclasses makes `__init__`), gives orjson
-the same document in under half the time (3.2 against 5.8 µs per state on
-the test machine).
+the same document in under half the time (docs/benchmarks.md, "Figures
+behind the code").
 """
 
 from __future__ import annotations

@@ -47,9 +47,9 @@ def json_to_keep(value: Any) -> bytes:
     """`orjson.dumps` for bytes that stay in memory: a copy sized to the JSON.
 
     orjson (3.12 on) returns its output in the buffer it wrote to: 4 KiB or more,
-    however short the JSON. A config keeps its JSON while its state is cached, and
-    uncopied that was 16 MB of a worker with 100,000 receivers. The copy costs a
-    fraction of a microsecond.
+    however short the JSON. A config keeps its JSON while its state is cached, so
+    uncopied buffers grew with the receivers (docs/benchmarks.md, "Figures behind
+    the code").
     """
     return bytes(memoryview(orjson.dumps(value)))
 

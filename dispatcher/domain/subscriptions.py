@@ -95,7 +95,7 @@ class SubscriptionIndex:
     def __init__(self) -> None:
         self._root = _Node()
         # Receivers of every other shape. One of `EVERYTHING` is a member of the root's untenanted
-        # tail set and nothing more: at a million receivers a dict entry each would be 41 MB.
+        # tail set and nothing more: a dict entry each would grow with the receivers.
         self._subscriptions: dict[bytes, Shape] = {}
         self._everything = 0  # receivers of shape EVERYTHING
         # One copy of each distinct (patterns, tenant): receivers mostly share a few, and at a

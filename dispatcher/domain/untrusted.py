@@ -77,8 +77,8 @@ def safe_outcome(outcome: Outcome, now: float) -> Outcome:
 
     A status that is not an HTTP status becomes "no answer" (a failed attempt on
     the normal schedule); an `at` that is not a finite time becomes `now`.
-    Outcomes already well-formed (nearly all) are returned as they are: a
-    rebuild costs about 6 us, the check about 1.
+    Outcomes already well-formed (nearly all) are returned as they are: the
+    check costs a fraction of a rebuild (docs/benchmarks.md, "Hardening").
     """
     if _well_formed(outcome):
         return outcome
