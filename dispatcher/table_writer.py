@@ -151,8 +151,9 @@ class ChangelogTable(Service):
 
     def durable(self, partition: int, number: int) -> bool | None:
         """Has the broker acked every write of the partition numbered up to `number` (so a successor
-        recovers them)? None: one of them was dropped unsent, and never will be."""
-        if self._dropped.get(partition, 0) >= number:
+        recovers them)? None: one of them was dropped unsent, and never will be; or the table lost a
+        write (`failed`), and nothing more is promised."""
+        if self._fault is not None or self._dropped.get(partition, 0) >= number:
             return None
         if any(n <= number for _, _, n in self._pending.get(partition, ())):
             return False
@@ -247,6 +248,15 @@ class ChangelogTable(Service):
             self._drop(partition, self.last_number)
 
     async def _drain(self) -> None:
+        """Hand what is pending to the producer, in order; a failure stops the table for good here,
+        whoever awaits it (the sender's task may be gone: a stop cancels it, the drain goes on)."""
+        try:
+            await self._drain_pending()
+        except Exception as exc:
+            self._fail(exc)
+            raise
+
+    async def _drain_pending(self) -> None:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:

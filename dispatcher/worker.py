@@ -111,13 +111,19 @@ class Dispatcher:
         self.topology.actors.on_recover(self.ownership.on_recovered)
         app.on_partitions_revoked.connect(self.ownership.on_revoked)  # type: ignore[arg-type]  # mode's stub
         self.slow_lane.deliverer = self.deliverer
-        # The background loops, each a service that owns its task: started once the app is
-        # (as Faust's app tasks are), stopped with it, and every loop ends at its stop.
+        # The background loops, each a service that owns its task; every loop ends at its stop.
         self.services: list[Service] = [
-            self.table, self.fence, self.timers, self.slow_lane, self.feed,
-            HeapTrimmer(settings.heap_trim_interval),
+            self.table, self.fence, self.timers, self.slow_lane, HeapTrimmer(settings.heap_trim_interval),
         ]
-        app.task(self._start_services)
+        for service in self.services:
+            # Added before the app's own services (consumer, producer, tables), so started before
+            # them and stopped after them: the consumer's last commit, which flushes the table
+            # (`_flush_table`), still finds the fence ticking and the table's sender there.
+            app.add_dependency(service)
+        # The feed declares its topic first, which needs the app's producer: it starts once the
+        # app has (an app task), and stops with it.
+        self.services.append(self.feed)
+        app.task(self._start_feed)
         app.task(self._settle_collector)
         app.on_before_shutdown.connect(self._on_shutdown)  # type: ignore[arg-type]  # mode's stub
         # Faust's aiohttp driver holds the aiohttp app; the views see the worker through the port only.
@@ -241,9 +247,8 @@ class Dispatcher:
 
     # lifecycle ----------------------------------------------------------------
 
-    async def _start_services(self) -> None:
-        for service in self.services:
-            await self.app.add_runtime_dependency(service)  # stopped with the app
+    async def _start_feed(self) -> None:
+        await self.app.add_runtime_dependency(self.feed)
 
     async def _settle_collector(self) -> None:
         collector.settle()  # the app is built and started: what exists now stays

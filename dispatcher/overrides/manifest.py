@@ -92,6 +92,16 @@ RELIANCES: tuple[Reliance, ...] = (
     # producer.py: a flush that drains
     _method(FAUST_BUFFER, "_send_pending", "producer", "fut"),
     _method(FAUST_BUFFER, "flush", "producer", digest="26fbebb124ad9c98"),
+    # ... and what that flush relies on: the buffer sends through `_send_pending` (so `_sending`
+    # counts every send), the producer's flush flushes the buffer, and a commit flushes the
+    # producer before it commits (invariant 1).
+    _method(FAUST_BUFFER, "_handle_pending", "producer", digest="78d648030fd21016"),
+    _method(FAUST_PRODUCER, "flush", "producer", digest="36d0cb3615f65b01"),
+    _method("faust.transport.consumer:Consumer", "_commit_offsets", "producer", "offsets",
+            "start_new_transaction", digest="1a69799041188441"),
+    # consumer.py: Faust's fetcher is what runs our `_drain_messages`.
+    _method("faust.transport.consumer:Fetcher", "_fetcher", "consumer", digest="68f894f0b577d810"),
+    _attribute("faust.transport.consumer:Fetcher", "_stopped", "consumer"),
     _attribute(FAUST_BUFFER, "message_sent", "producer"),
     # app.py: the factories Faust builds its parts with
     _method("faust:App", "_new_transport", "app"),
@@ -154,6 +164,7 @@ def _problem(reliance: Reliance, lookup: Callable[[str], Any]) -> str | None:
             return None
         return f"{reliance.label}: attribute no longer exists"
     member = getattr(cls, reliance.name, None)
+    member = getattr(member, "fun", member)  # a mode `Service.task` wraps its function
     if member is None:
         return f"{reliance.label}: method no longer exists"
     params = _parameters(member)

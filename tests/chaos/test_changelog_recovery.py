@@ -82,6 +82,13 @@ async def test_a_clean_stop_leaves_every_write_on_disk(make_worker) -> None:
     log = worker.log_path.read_text()
     assert "Task was destroyed but it is pending" not in log
     assert "Traceback" not in log
+    # The consumer's last commit flushes the table: the table's sender and the stall fence stop after it.
+    stops = [line for line in log.splitlines() if line.endswith("Stopping... ")]
+
+    def stop_of(name: str) -> int:
+        return next(i for i, line in enumerate(stops) if f"{name}]: Stopping" in line)
+
+    assert stop_of("-_Consumer") < stop_of("ChangelogTable") and stop_of("-_Consumer") < stop_of("Fence")
 
     stores = list(worker.data_dir.glob(f"*/tables/*-{partitioner(8)(rid)}.db"))
     assert len(stores) == 1, f"one store of the receiver's partition, found {stores}"

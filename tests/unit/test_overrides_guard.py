@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mode import Service
 
 from dispatcher.overrides import manifest
 from dispatcher.overrides.manifest import RELIANCES, Reliance, problems, resolve, version_problems
@@ -138,3 +139,17 @@ def _load(tmp_path: Path, name: str, source: str) -> type:
     spec.loader.exec_module(module)
     cls: type = module.Fetcher
     return cls
+
+
+def test_a_changed_service_task_the_flush_relies_on_is_named() -> None:
+    """The buffer's `_handle_pending` (a mode Service.task) must still send through `_send_pending`."""
+    owner = manifest.FAUST_BUFFER
+
+    @Service.task
+    async def _handle_pending(self: Any) -> None:
+        while not self.should_stop:
+            await self.app.producer.send(await self.pending.get())  # the send inlined: `_sending` is blind
+
+    patched = _copy_of(resolve(owner), {"_handle_pending": _handle_pending})
+    found = problems(RELIANCES, _lookup_with(owner, patched))
+    assert len([p for p in found if "_handle_pending" in p and "its code changed" in p]) == 1

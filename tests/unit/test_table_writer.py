@@ -345,3 +345,44 @@ async def test_a_write_is_durable_once_the_batch_that_carries_it_or_its_successo
     assert table.durable(0, table.last_number) is False
     table.discard_unsent()
     assert table.durable(0, table.last_number) is None, "dropped: it never will be"
+
+
+class SlowFailingProducer(Producer):
+    """Partition 0's batches are acked at once; partition 1's send waits for `release`, then raises."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def send_batch(self, batch: Batch, topic: str, partition: int) -> asyncio.Future[Any]:
+        if partition == 1:
+            await self.release.wait()
+            raise RuntimeError("KafkaTimeoutError: buffer full for request_timeout_ms")
+        future = await super().send_batch(batch, topic, partition)
+        self.ack(len(self.sent) - 1)
+        return future
+
+
+async def test_a_drain_left_running_by_a_stop_still_fails_the_table_when_its_send_fails(
+    tmp_path: Path,
+) -> None:
+    """A stop cancels the sender's task mid-drain; the shielded drain goes on, and its failure must
+    reach the final flush (else the commit passes writes that never reached the changelog)."""
+    disk, producer = Disk(tmp_path), SlowFailingProducer()
+    table = ChangelogTable(disk.table, linger=0.0, producer=lambda: producer)
+    faults = faulted(table)
+    await table.start()
+    table.put(0, b"s/a", b"0")
+    table.put(1, b"s/a", b"1")
+    for _ in range(200):  # bounded: the sender reaches partition 1's send on its next turns
+        if producer.sent:
+            break
+        await asyncio.sleep(0.005)
+    await table.stop()
+    producer.release.set()
+    with pytest.raises(StorageFailed):
+        await table.flush()
+    assert len(faults) == 1 and "KafkaTimeoutError" in str(faults[0])
+    assert table.durable(1, table.last_number) is None, "a failed table promises nothing"
+    for db in disk.store._dbs.values():
+        db.close()
