@@ -34,6 +34,8 @@ FAUST_BUFFER = "faust.transport.producer:ProducerBuffer"
 FAUST_STORE = "faust.stores.rocksdb:Store"
 AIOKAFKA_CONSUMER = "aiokafka:AIOKafkaConsumer"
 AIOKAFKA_FETCHER = "aiokafka.consumer.fetcher:Fetcher"
+AIOKAFKA_PRODUCER = "aiokafka:AIOKafkaProducer"
+AIOKAFKA_CLIENT = "aiokafka.client:AIOKafkaClient"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +105,16 @@ RELIANCES: tuple[Reliance, ...] = (
     _method("faust.transport.consumer:Fetcher", "_fetcher", "consumer", digest="68f894f0b577d810"),
     _attribute("faust.transport.consumer:Fetcher", "_stopped", "consumer"),
     _attribute(FAUST_BUFFER, "message_sent", "producer"),
+    # producer.py: the aiokafka producer Faust builds is ours, and it tracks each topic it sends to
+    _attribute(FAUST_PRODUCER, "_producer_type", "producer"),
+    _method(FAUST_PRODUCER, "_new_producer", "producer", "transactional_id", digest="e72355c3430ed02f"),
+    _method(AIOKAFKA_PRODUCER, "send", "producer", "topic", "value", "key", "partition", "timestamp_ms",
+            "headers"),
+    _method(AIOKAFKA_PRODUCER, "send_batch", "producer", "batch", "topic", "partition"),
+    # ... because a refresh asks for the tracked topics only (or all while none is) and replaces
+    # what the client knew, and a send tracks its topic only when the client does not know it.
+    _method(AIOKAFKA_CLIENT, "_wait_on_metadata", "producer", "topic", digest="52b0a5ee78ef3aa0"),
+    _method(AIOKAFKA_CLIENT, "_md_synchronizer", "producer", digest="e0421bffa9a7735a"),
     # app.py: the factories Faust builds its parts with
     _method("faust:App", "_new_transport", "app"),
     _method("faust:App", "_new_producer_transport", "app"),
