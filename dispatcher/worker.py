@@ -248,6 +248,9 @@ class Dispatcher:
     # lifecycle ----------------------------------------------------------------
 
     async def _start_feed(self) -> None:
+        # The dead-letter topic is only ever produced to: declared here, with the partition count of
+        # the others, rather than left to a broker's auto-create (off on many Kafka clusters).
+        await self.topology.dead_letters.maybe_declare()
         await self.app.add_runtime_dependency(self.feed)
 
     async def _settle_collector(self) -> None:

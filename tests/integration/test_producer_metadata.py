@@ -10,6 +10,7 @@ minutes in Faust). `TopicTrackingProducer` tracks every topic it sends to.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -17,7 +18,7 @@ from dispatcher.broker import EmbeddedBroker
 from dispatcher.overrides.producer import TopicTrackingProducer, _Producer
 from dispatcher.settings import Settings
 from dispatcher.topology import build_topology
-from tests.harness import new_app_id
+from tests.harness import WorkerProcess, new_app_id
 
 # The record must still be queued when the new topic's metadata arrives (a round trip on loopback).
 LINGER_MS = 1000
@@ -58,3 +59,24 @@ async def test_a_queued_record_leaves_when_the_producer_first_sends_to_a_new_top
         assert (await producer.send_and_wait(known, b"after", key=b"receiver")).topic == known
     finally:
         await producer.stop()
+
+
+async def test_a_worker_declares_its_dead_letter_topic_before_any_dead_letter(
+    make_module_worker: Callable[..., WorkerProcess], broker: EmbeddedBroker
+) -> None:
+    """With the app's partition count, not whatever a broker's auto-create would give it (or refuse)."""
+    worker = make_module_worker()
+    await worker.wait_ready()
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.url.removeprefix("kafka://"))
+    await admin.start()
+    try:
+        partitions: set[int] = set()
+        for _ in range(100):  # bounded: declared by a task of the worker's start
+            [described] = await admin.describe_topics([f"{worker.app_id}.dead-letters"])
+            partitions = {p["partition"] for p in described.get("partitions") or ()}
+            if partitions:
+                break
+            await asyncio.sleep(0.1)
+        assert partitions == set(range(Settings().partitions))
+    finally:
+        await admin.close()
