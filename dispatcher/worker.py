@@ -94,6 +94,7 @@ class Dispatcher:
         self.deliverer.may_post = self.ownership.may_post
         self.runner.may_write = self.fence.allows
         self._subscription_sends: dict[str, asyncio.Future[Any]] = {}  # receiver id -> unacked send
+        self._declared = asyncio.Event()  # the dead-letter and subscription topics exist
         self.storage_fault: BaseException | None = None
         self._crashing: asyncio.Future[None] | None = None
         self.runner.writable = self.ownership.writable
@@ -202,6 +203,7 @@ class Dispatcher:
         Not waiting for each ack keeps a burst of configures (e.g. a bulk
         registration) from taking one broker round trip each.
         """
+        await self._declared.wait()
         fut = await self.topology.subscriptions.send(key=receiver_id.encode(), value=record)
         what = f"could not publish the subscription of receiver_id={receiver_id}"
         fut.add_done_callback(log_failure(log, what))
@@ -221,6 +223,7 @@ class Dispatcher:
             await asyncio.shield(pending)
 
     async def _send_dead_letter(self, receiver_id: str, record: bytes) -> None:
+        await self._declared.wait()
         await _send(self.topology.dead_letters, receiver_id, record)
 
     # ownership ----------------------------------------------------------------
@@ -248,9 +251,15 @@ class Dispatcher:
     # lifecycle ----------------------------------------------------------------
 
     async def _start_feed(self) -> None:
-        # The dead-letter topic is only ever produced to: declared here, with the partition count of
-        # the others, rather than left to a broker's auto-create (off on many Kafka clusters).
-        await self.topology.dead_letters.maybe_declare()
+        # The topics only ever produced to, declared with the partition count of the others before
+        # anything is sent there: a send first would have a broker auto-create it with its own
+        # count (the feed then waited for partitions that did not exist), or fail where
+        # auto-create is off.
+        try:
+            await self.topology.dead_letters.maybe_declare()
+            await self.topology.subscriptions.maybe_declare()
+        finally:
+            self._declared.set()  # a failure crashes the worker; nothing waits for ever
         await self.app.add_runtime_dependency(self.feed)
 
     async def _settle_collector(self) -> None:

@@ -18,7 +18,7 @@ from dispatcher.broker import EmbeddedBroker
 from dispatcher.overrides.producer import TopicTrackingProducer, _Producer
 from dispatcher.settings import Settings
 from dispatcher.topology import build_topology
-from tests.harness import WorkerProcess, new_app_id
+from tests.harness import Api, WorkerProcess, new_app_id
 
 # The record must still be queued when the new topic's metadata arrives (a round trip on loopback).
 LINGER_MS = 1000
@@ -61,22 +61,25 @@ async def test_a_queued_record_leaves_when_the_producer_first_sends_to_a_new_top
         await producer.stop()
 
 
-async def test_a_worker_declares_its_dead_letter_topic_before_any_dead_letter(
+async def test_a_worker_declares_the_topics_it_only_produces_to_before_sending_there(
     make_module_worker: Callable[..., WorkerProcess], broker: EmbeddedBroker
 ) -> None:
-    """With the app's partition count, not whatever a broker's auto-create would give it (or refuse)."""
+    """The dead letters' and the subscriptions' topics get the app's partition count, not whatever a
+    broker's auto-create would give them (or refuse): a receiver created the moment the worker is
+    ready (its subscription record sent at once) must not have the broker make the topic."""
     worker = make_module_worker()
     await worker.wait_ready()
+    api = Api(worker.url)
+    try:
+        await api.create_receiver("http://127.0.0.1:9/hook", id="at-once", event_types=["t.x"])
+    finally:
+        await api.close()
     admin = AIOKafkaAdminClient(bootstrap_servers=broker.url.removeprefix("kafka://"))
     await admin.start()
     try:
-        partitions: set[int] = set()
-        for _ in range(100):  # bounded: declared by a task of the worker's start
-            [described] = await admin.describe_topics([f"{worker.app_id}.dead-letters"])
+        for name in ("dead-letters", "subscriptions"):
+            [described] = await admin.describe_topics([f"{worker.app_id}.{name}"])
             partitions = {p["partition"] for p in described.get("partitions") or ()}
-            if partitions:
-                break
-            await asyncio.sleep(0.1)
-        assert partitions == set(range(Settings().partitions))
+            assert partitions == set(range(Settings().partitions)), name
     finally:
         await admin.close()
