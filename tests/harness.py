@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 import orjson
 from aiohttp import web
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from dispatcher.broker import EMBEDDED_BROKER_SETTINGS, free_port
 from dispatcher.settings import Settings
@@ -307,6 +308,16 @@ class Api:
         status, body = await self.call("GET", f"/v1/receivers/{receiver_id}/attempts")
         assert status == 200, body
         return body["attempts"][::-1]
+
+
+async def create_topic(servers: str, topic: str, partitions: int) -> None:
+    """Create `topic` on the broker at `servers` (host:port), replication 1."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=servers)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        await admin.close()
 
 
 async def wait_until(predicate: Callable[[], bool], limit: float, what: str, step: float = 0.05) -> None:

@@ -7,22 +7,16 @@ worker reads the true end from a fetch response too (`overrides/highwaters.py`).
 from __future__ import annotations
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from dispatcher.broker import EmbeddedBroker
 from dispatcher.overrides.highwaters import fetched_highwaters
-from tests.harness import new_app_id
+from tests.harness import create_topic, new_app_id
 
 
 async def test_fetched_highwater_is_the_end_of_the_last_batch(broker: EmbeddedBroker) -> None:
     servers = broker.url.removeprefix("kafka://")
     topic = new_app_id()
-    admin = AIOKafkaAdminClient(bootstrap_servers=servers)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 3, 1)])
-    finally:
-        await admin.close()
+    await create_topic(servers, topic, 3)
     full, single = TopicPartition(topic, 0), TopicPartition(topic, 1)
     producer = AIOKafkaProducer(bootstrap_servers=servers, linger_ms=100)
     await producer.start()

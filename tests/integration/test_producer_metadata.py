@@ -12,25 +12,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient
 
 from dispatcher.broker import EmbeddedBroker
 from dispatcher.overrides.producer import TopicTrackingProducer, _Producer
 from dispatcher.settings import Settings
 from dispatcher.topology import build_topology
-from tests.harness import Api, WorkerProcess, new_app_id
+from tests.harness import Api, WorkerProcess, create_topic, new_app_id
 
 # The record must still be queued when the new topic's metadata arrives (a round trip on loopback).
 LINGER_MS = 1000
-
-
-async def _create_topic(servers: str, topic: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=servers)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 2, 1)])
-    finally:
-        await admin.close()
 
 
 def test_the_worker_produces_with_the_topic_tracking_producer() -> None:
@@ -43,7 +34,7 @@ async def test_a_queued_record_leaves_when_the_producer_first_sends_to_a_new_top
 ) -> None:
     servers = broker.url.removeprefix("kafka://")
     known, late = new_app_id(), new_app_id()
-    await _create_topic(servers, known)
+    await create_topic(servers, known, 2)
     # A request timeout well under the wait below: without the fix the record fails with it.
     producer = TopicTrackingProducer(
         bootstrap_servers=servers, linger_ms=LINGER_MS, request_timeout_ms=20_000
@@ -51,7 +42,7 @@ async def test_a_queued_record_leaves_when_the_producer_first_sends_to_a_new_top
     await producer.start()  # its first refresh is of all topics: `known` is known
     try:
         queued = await producer.send(known, b"queued", key=b"receiver")  # lingers in the queue
-        await _create_topic(servers, late)  # as the broker creates the dead letters' topic
+        await create_topic(servers, late, 2)  # as the broker creates the dead letters' topic
         await producer.send_and_wait(late, b"first")  # a refresh that asks for `late`
         sent = await asyncio.wait_for(queued, 60)
         assert (sent.topic, sent.offset) == (known, 0)

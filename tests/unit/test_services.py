@@ -22,15 +22,9 @@ from dispatcher.heap import HeapTrimmer, can_trim
 from dispatcher.slow_lane import Pacer, SlowLane
 from dispatcher.table_writer import ChangelogTable
 from dispatcher.timers import PartitionTimers
+from tests.harness import wait_until
 from tests.unit.test_deliverer_faults import Answers200
 from tests.unit.test_table_writer import Disk, Producer
-
-
-async def until(check: Callable[[], bool], what: str, limit: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + limit
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, f"not within {limit} s: {what}"
-        await asyncio.sleep(0.005)
 
 
 @pytest.fixture
@@ -60,7 +54,7 @@ async def test_the_fence_ticks_through_its_injected_sleep_until_stopped(no_lefto
     slept: list[float] = []
     fence = Fence(3.0, 2.0, sleep=fast_sleep(slept))
     await fence.start()
-    await until(lambda: len(slept) >= 3, "three ticks")
+    await wait_until(lambda: len(slept) >= 3, 10.0, "three ticks", 0.005)
     await stop(fence)
     ticks = len(slept)
     await asyncio.sleep(0.01)
@@ -75,7 +69,7 @@ async def test_the_heap_trimmer_trims_on_its_interval_and_a_stop_ends_its_sleep(
     slept: list[float] = []
     fast = HeapTrimmer(60.0, sleep=fast_sleep(slept))
     await fast.start()
-    await until(lambda: fast.trims >= 2, "two trims")
+    await wait_until(lambda: fast.trims >= 2, 10.0, "two trims", 0.005)
     await stop(fast)
     assert set(slept) == {60.0}
     sleeper = HeapTrimmer(3600.0)  # mode's own sleep: the stop must end it, not the hour
@@ -101,7 +95,7 @@ async def test_the_timers_fire_while_started_and_not_after(no_leftover_tasks: No
     timers = PartitionTimers(fire, clock=loop.time)
     await timers.start()
     timers.set("r1", 0, loop.time())
-    await until(lambda: fired == ["r1"], "the due timer fired")
+    await wait_until(lambda: fired == ["r1"], 10.0, "the due timer fired", 0.005)
     await stop(timers)
     timers.set("r2", 0, loop.time())
     await asyncio.sleep(0.05)
@@ -133,7 +127,7 @@ async def test_the_changelog_sender_sends_what_piles_up_and_ends_at_stop(
     table = ChangelogTable(disk.table, linger=0.001, producer=lambda: producer)
     await table.start()
     table.put(0, b"s/a", b"1")
-    await until(lambda: len(producer.sent) == 1, "the write handed to the producer")
+    await wait_until(lambda: len(producer.sent) == 1, 10.0, "the write handed to the producer", 0.005)
     await stop(table)
     table.put(0, b"s/b", b"2")
     await asyncio.sleep(0.01)

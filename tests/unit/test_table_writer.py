@@ -20,6 +20,7 @@ from rocksdict import Rdict
 
 from dispatcher.overrides.store import partition_db
 from dispatcher.table_writer import ChangelogTable, StorageFailed
+from tests.harness import wait_until
 
 
 class Batch:
@@ -374,10 +375,7 @@ async def test_a_drain_left_running_by_a_stop_still_fails_the_table_when_its_sen
     await table.start()
     table.put(0, b"s/a", b"0")
     table.put(1, b"s/a", b"1")
-    for _ in range(200):  # bounded: the sender reaches partition 1's send on its next turns
-        if producer.sent:
-            break
-        await asyncio.sleep(0.005)
+    await wait_until(lambda: bool(producer.sent), 10.0, "partition 0's batch sent", 0.005)
     await table.stop()
     producer.release.set()
     with pytest.raises(StorageFailed):
