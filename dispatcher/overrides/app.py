@@ -16,6 +16,7 @@ from faust.tables.manager import TableManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from ..fetch_wait import IDLE_CAP_MS
+from ..logs import quiet_libraries
 from .consumer import _Consumer
 from .producer import _Producer
 
@@ -62,7 +63,7 @@ class QuickTableManager(TableManager):
 
 
 class QuietWorker(faust.Worker):
-    """Faust's worker without its terminal spinner.
+    """Faust's worker without its terminal spinner, and without the libraries' INFO chatter.
 
     For a level of WARN or above the spinner sets the root logger to DEBUG, so
     every debug call of Faust and aiokafka (several per record) built a log
@@ -71,3 +72,4 @@ class QuietWorker(faust.Worker):
 
     def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
         self.spinner = None
+        quiet_libraries(logger, level)

@@ -310,7 +310,7 @@ class _Consumer(faust_aiokafka.Consumer):
             raise
         except asyncio.CancelledError:
             if self.transport.app.should_stop:
-                self.log.info("Consumer shutting down for user cancel.")
+                self.log.debug("Consumer shutting down for user cancel.")
                 return
             raise
         except Exception as exc:
