@@ -21,7 +21,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from dispatcher.domain.actor import ReceiverState
+from dispatcher.domain import actor
+from dispatcher.domain.actor import STATUSES, ReceiverState
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.ids import check_id
 from dispatcher.domain.receiver_spec import public_view
@@ -29,7 +30,7 @@ from dispatcher.domain.subscriptions import check_tenant, matches, parse_pattern
 
 from .api import _json
 from .engine import ENGINE, Engine
-from .receiver_ops import MAX_LIST, STATUSES, _int_param, _status
+from .receiver_ops import MAX_LIST, _int_param
 from .routing import FORWARDED
 
 
@@ -48,7 +49,7 @@ class Filters:
             matches(tuple(p.split(".")), self.event_type) for p in config.event_types
         ):
             return False
-        if self.status is not None and _status(state) != self.status:
+        if self.status is not None and actor.status(state) != self.status:
             return False
         return self.disabled is None or state.disabled == self.disabled
 
@@ -125,7 +126,7 @@ def _scan(states: Any, filters: Filters, limit: int, budget: int) -> tuple[list[
 def _summary(state: ReceiverState, now: float) -> dict[str, Any]:
     return {
         **public_view(state.config, now),
-        "status": _status(state),
+        "status": actor.status(state),
         "backlog": state.backlog,
         "delivered_seq": state.delivered_seq,
     }

@@ -13,8 +13,8 @@ from typing import Any
 from aiohttp import web
 
 from dispatcher.domain import actor
+from dispatcher.domain.actor import STATUSES as STATUSES  # re-exported: web/openapi.py lists them
 from dispatcher.domain.actor import ReceiverState
-from dispatcher.domain.breaker import Circuit
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.ids import check_id, new_id
 from dispatcher.domain.receiver_spec import public_view
@@ -60,7 +60,7 @@ def receiver_view(engine: Engine, state: ReceiverState, now: float) -> dict[str,
         **config,
         "partition": engine.partition_of(state.receiver_id),
         "state": {
-            "status": _status(state),
+            "status": actor.status(state),
             "paused": state.paused,
             "disabled": state.disabled,
             "disabled_reason": state.disabled_reason or None,
@@ -94,25 +94,6 @@ def receiver_view(engine: Engine, state: ReceiverState, now: float) -> dict[str,
             "last_response": latest[0] if latest else None,
         },
     }
-
-
-STATUSES = ("active", "retrying", "failing", "paused", "disabled", "unverified", "deleting", "resetting")
-
-
-def _status(state: ReceiverState) -> str:
-    if state.deleting:
-        return "deleting"
-    if state.resetting:
-        return "resetting"
-    if state.disabled:
-        return "disabled"
-    if state.paused:
-        return "paused"
-    if not state.config.verified:
-        return "unverified"
-    if state.breaker.circuit is not Circuit.CLOSED:
-        return "failing"
-    return "active" if state.failing_since == 0 else "retrying"
 
 
 @owner_routed

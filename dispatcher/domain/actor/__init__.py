@@ -17,6 +17,7 @@ dead-lettered; an unordered one (`ordering: "none"`) has a window of up to
     step.py       one command's draft, effects and shared bookkeeping
     lifecycle.py  pause, resume, enable, disable, delete, reset
     wakes.py      next_wake: every timer, derived from the state
+    status.py     status: the receiver's state in one word, derived likewise
 
 Every timer is derived from the state (`next_wake`), so the glue's timer
 wheel can be rebuilt from the table after a crash or a rebalance.
@@ -57,14 +58,16 @@ from .inputs import DAY, NO_BACKLOG, BacklogView, Facts, Policy
 from .intake import CREATION_SKEW
 from .overflow import refuses_new
 from .state import ReceiverState
+from .status import STATUSES, status
 from .wakes import expires_at, next_wake, slot_expires_at
 
 __all__ = [
     "BACKLOG_FULL", "BEFORE_CREATION", "CREATION_SKEW", "DAY", "MAX_AGE", "MAX_ATTEMPTS", "MISSING_ENTRY",
-    "NO_BACKLOG", "PERMANENT_STATUS", "RECEIVER_DELETED", "STATE_RESET", "TOO_LARGE", "UNKNOWN_RECEIVER",
+    "NO_BACKLOG", "PERMANENT_STATUS", "RECEIVER_DELETED", "STATE_RESET", "STATUSES", "TOO_LARGE",
+    "UNKNOWN_RECEIVER",
     "BacklogView", "Command", "Configure", "Control", "DeadLetter", "DeadLetterHead", "DeleteBacklog",
     "Deliver", "Effect", "Facts", "Forget", "ForgetHistory", "Ignored", "Intake", "LogAttempt", "MovedLane",
     "Policy", "Probe", "PutBacklog", "ReceiverState", "RememberId", "Result", "SaveState", "Subscribe",
     "TrimDeadLetters", "Unsubscribe", "Wake", "decide", "expires_at", "next_wake", "refuses_new",
-    "slot_expires_at",
+    "slot_expires_at", "status",
 ]
