@@ -267,11 +267,12 @@ async def attempts(request: web.Request) -> web.Response:
 
 @owner_routed
 async def last_response(request: web.Request) -> web.Response:
+    """The newest attempt; 404 `no_attempt` for a receiver that has had none (`not_found`: no receiver)."""
     engine = request.app[ENGINE]
     state = _receiver(engine, request)
     latest = engine.attempts(state.receiver_id, state.attempt_no, 1)
-    if not latest:
-        raise InvalidInput("receiver_id", "no attempt yet", code="not_found", status=404)
+    if not latest:  # the receiver exists: its own code, so callers do not take it for an unknown id
+        raise InvalidInput("receiver_id", "no attempt yet", code="no_attempt", status=404)
     return _json(latest[0])
 
 

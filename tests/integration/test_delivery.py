@@ -119,6 +119,24 @@ async def test_api_rejects_bad_input_naming_the_field(api: Api, receiver: Receiv
     assert [d.msg_id for d in receiver.deliveries] == ["only"]
 
 
+async def test_last_response_tells_a_receiver_without_attempts_from_an_unknown_one(
+    api: Api, receiver: Receiver
+) -> None:
+    rid = (await api.create_receiver(receiver.url("last")))["id"]
+    status, answer = await api.call("GET", f"/v1/receivers/{rid}/last-response")
+    assert (status, answer["error"]) == (
+        404, {"code": "no_attempt", "field": "receiver_id", "message": "no attempt yet"}
+    )
+    status, answer = await api.call("GET", "/v1/receivers/nobody-here/last-response")
+    assert (status, answer["error"]["code"], answer["error"]["field"]) == (404, "not_found", "receiver_id")
+    await api.send_batch([{"receiver_id": rid, "event_type": "a.b", "payload": 1}])
+    await wait_until(lambda: len(receiver.completed) == 1, 30, "the delivery")
+    last = await wait_until_read(
+        lambda: api.call("GET", f"/v1/receivers/{rid}/last-response"), lambda r: r[0] == 200, 30, "its record"
+    )
+    assert (last[1]["kind"], last[1]["status"], last[1]["seq"]) == ("message", 200, 1)
+
+
 async def test_invalid_json_is_400_with_position(worker: WorkerProcess, api: Api) -> None:
     async with api._session.post(worker.url + "/v1/messages", data=b'{"receiver_id": ') as resp:
         body = await resp.json()
