@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from aiohttp import web
 
+from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.receiver_spec import parse_rotation, public_view, rotate, secret_view, signing_kind
 from dispatcher.domain.signing import generate
 
@@ -35,9 +36,18 @@ async def rotate_secret(request: web.Request) -> web.Response:
 
 @owner_routed
 async def verify_endpoint(request: web.Request) -> web.Response:
-    """Run the verification handshake again (after fixing the receiver, say) and store its result."""
+    """Run the verification handshake again (after fixing the receiver, say) and store its result.
+
+    409 `verification_off` for a receiver created with `"verify": false`: nothing waits for a
+    handshake there, so a result would only contradict its `verified` (always true).
+    """
     engine = request.app[ENGINE]
     config = _receiver(engine, request).config
+    if not config.verify:
+        raise InvalidInput(
+            "verify", 'verification is off for this receiver; set "verify": true (PATCH) to require it, '
+            "which runs the handshake", "verification_off", 409,
+        )
     await engine.check_url(config.url)
     require_sure_ownership(engine, config.id)
     verified = replace(config, verification=await engine.verify(config))

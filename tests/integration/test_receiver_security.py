@@ -216,6 +216,23 @@ async def test_verification_passes_for_an_echoing_receiver(api: Api) -> None:
         await recv.stop()
 
 
+async def test_verify_on_a_receiver_without_verification_says_it_is_off(api: Api) -> None:
+    recv = await Receiver(echo_challenge=False).start()
+    try:
+        created = await api.create_receiver(recv.url("plain"), verify=False)
+        SEEN_SECRETS.append(created["secret"])
+        rid = created["id"]
+        status, answer = await api.call("POST", f"/v1/receivers/{rid}/verify")
+        error = answer["error"]
+        assert (status, error["code"], error["field"]) == (409, "verification_off", "verify")
+        assert recv.challenges == [], "no handshake is run for it"
+        status, shown = await api.call("GET", f"/v1/receivers/{rid}")
+        assert (status, shown["verify"], shown["verified"], shown["verification"]) == (200, False, True, None)
+        assert shown["state"]["status"] == "active"
+    finally:
+        await recv.stop()
+
+
 async def test_no_secret_reaches_the_worker_log(worker: WorkerProcess) -> None:
     """Runs last in this module: every secret the tests above handled is checked against the log."""
     assert SEEN_SECRETS, "the tests above record the secrets they saw"
