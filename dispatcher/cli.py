@@ -21,6 +21,12 @@ def main(argv: list[str] | None = None) -> int:
         "--broker-port", type=_port, default=os.environ.get("DISPATCHER_DEV_BROKER_PORT", "9092"),
         help="the embedded broker's port (default 9092, or DISPATCHER_DEV_BROKER_PORT; 0 picks a free one)",
     )
+    listen = sub.add_parser("listen", help="a receiver to try things with: prints and checks each delivery")
+    listen.add_argument("--host", default="127.0.0.1")
+    listen.add_argument("--port", type=_port, default=9000)
+    listen.add_argument("--secret", default=os.environ.get("WEBHOOK_SECRET"),
+                        help="whsec_ secret or whpk_ public key to check signatures with (or WEBHOOK_SECRET)")
+    listen.add_argument("--status", type=int, default=200, help="the status to answer deliveries with")
     add_api_commands(sub)
     args = parser.parse_args(argv)
     if getattr(args, "api_command", None) is not None:
@@ -28,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "worker":
             return _worker()
+        if args.command == "listen":
+            return _listen(args)
         from .dev import run_dev
 
         return run_dev(args.broker_port)
@@ -44,6 +52,21 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"not a port number: {text!r} (0..65535)")
     return port
+
+
+def _listen(args: argparse.Namespace) -> int:
+    from .listen import run_listener
+    from .ports import EXIT_PORT_IN_USE, PortClash, check_port_free
+
+    if not 100 <= args.status <= 599:
+        print(f"error: --status {args.status} is not an HTTP status (100..599)", file=sys.stderr)
+        return 2
+    try:
+        check_port_free(args.host, args.port, "--port")
+    except PortClash as exc:
+        print(f"webhook-dispatcher listen: {exc}", file=sys.stderr)
+        return EXIT_PORT_IN_USE
+    return run_listener(args.host, args.port, args.secret, args.status)
 
 
 def _worker() -> int:

@@ -12,7 +12,8 @@ import functools
 import hmac
 import secrets
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
 SECRET_PREFIX = "whsec_"
@@ -132,3 +133,23 @@ def verify(key: bytes, msg_id: str, timestamp: int, body: bytes, header: str) ->
         for candidate in header.split()
         if candidate.startswith("v1,")
     )
+
+
+def verify_with(key: str, msg_id: str, timestamp: int, body: bytes, header: str) -> bool:
+    """What a receiver checks: any `v1` signature under a `whsec_` secret, or `v1a` under a `whpk_` key."""
+    if not key.startswith(PUBLIC_KEY_PREFIX):
+        return verify(decode_secret(key), msg_id, timestamp, body, header)
+    raw = _decode_prefixed(key, PUBLIC_KEY_PREFIX, "public key")
+    if len(raw) != 32:
+        raise SecretError("public key must decode to 32 bytes")
+    public = Ed25519PublicKey.from_public_bytes(raw)
+    content = _signed_content(msg_id, timestamp, body)
+    for candidate in header.split():
+        if not candidate.startswith("v1a,"):
+            continue
+        try:
+            public.verify(base64.b64decode(candidate[4:], validate=True), content)
+            return True
+        except (InvalidSignature, ValueError):
+            continue
+    return False

@@ -1,0 +1,46 @@
+"""`webhook-dispatcher listen` checks a request as a careful receiver would."""
+
+from __future__ import annotations
+
+import io
+
+from dispatcher.domain.signing import generate_secret, generate_signing_key, public_key_of, signature_header
+from dispatcher.listen import Listener
+
+NOW = 1_800_000_000
+BODY = b'{"type":"invoice.paid","data":{"amount":42}}'
+
+
+def _headers(secrets: list[str], stamp: int = NOW, body: bytes = BODY) -> dict[str, str]:
+    return {
+        "webhook-id": "msg_1",
+        "webhook-timestamp": str(stamp),
+        "webhook-signature": signature_header(secrets, "msg_1", stamp, body),
+    }
+
+
+def test_hmac_and_ed25519_signatures_pass_with_the_receivers_key() -> None:
+    secret, signing_key = generate_secret(), generate_signing_key()
+    assert Listener(secret, out=io.StringIO()).check(_headers([secret]), BODY, NOW) == "ok"
+    public = public_key_of(signing_key)
+    assert Listener(public, out=io.StringIO()).check(_headers([signing_key]), BODY, NOW) == "ok"
+    # While a secret rotates the header carries two signatures; either key passes.
+    both = _headers([generate_secret(), secret])
+    assert Listener(secret, out=io.StringIO()).check(both, BODY, NOW) == "ok"
+
+
+def test_a_wrong_key_a_changed_body_or_an_old_timestamp_fail() -> None:
+    secret, signing_key = generate_secret(), generate_signing_key()
+    listener = Listener(secret, out=io.StringIO())
+    assert listener.check(_headers([generate_secret()]), BODY, NOW).startswith("BAD: no signature")
+    assert listener.check(_headers([secret]), BODY + b" ", NOW).startswith("BAD: no signature")
+    assert listener.check(_headers([secret], stamp=NOW - 301), BODY, NOW).startswith("BAD: timestamp")
+    assert listener.check({"webhook-id": "msg_1"}, BODY, NOW).startswith("BAD: webhook-id")
+    # An ed25519 key never accepts an HMAC signature, nor a signature made with another key.
+    other = public_key_of(generate_signing_key())
+    assert Listener(other, out=io.StringIO()).check(_headers([signing_key]), BODY, NOW) != "ok"
+    assert Listener(public_key_of(signing_key), out=io.StringIO()).check(
+        _headers([secret]), BODY, NOW) != "ok"
+    broken = Listener("whpk_notbase64!", out=io.StringIO())
+    assert broken.check(_headers([secret]), BODY, NOW).startswith("BAD")
+    assert Listener(None, out=io.StringIO()).check(_headers([secret]), BODY, NOW) == "not checked"
