@@ -25,7 +25,7 @@ from dispatcher.domain.records import (
 )
 from dispatcher.domain.signing import generate
 
-from .engine import ENGINE, Engine
+from .engine import ENGINE, Engine, WebSettings
 from .routing import forward_to_owner
 
 COUNT_SYNC_WAIT = 5.0  # s an event's answer may wait for the subscriptions to be read up to now
@@ -180,7 +180,7 @@ async def send_message(request: web.Request) -> web.Response:
     engine = request.app[ENGINE]
     msg = parse_message_spec(await read_json(request), "", _new_msg_id, time.time())
     _check_known(engine, msg.receiver_id, "receiver_id")
-    record = _encode_checked(engine, msg, "payload")
+    record = _encode_checked(engine, msg, "")
     await engine.produce_requests([(msg.receiver_id, record)])
     return _json({"id": msg.id, "receiver_id": msg.receiver_id}, status=202)
 
@@ -207,7 +207,7 @@ async def send_batch(request: web.Request) -> web.Response:
     for i, item in enumerate(items):
         msg = parse_message_spec(item, f"messages[{i}].", _new_msg_id, now)
         _check_known(engine, msg.receiver_id, f"messages[{i}].receiver_id")
-        record = _encode_checked(engine, msg, f"messages[{i}].payload")
+        record = _encode_checked(engine, msg, f"messages[{i}].")
         total = check_batch_bytes(total + len(record), cap, f"messages[{i}].payload")
         records.append((msg.receiver_id, record))
         ids.append(msg.id)
@@ -267,11 +267,8 @@ async def send_event(request: web.Request) -> web.Response:
     """Publish an event to every subscribed receiver; the count is this worker's current view."""
     engine = request.app[ENGINE]
     event = parse_event_spec(await read_json(request), _new_event_id, time.time())
-    record = encode_event(event)
-    if len(record) > engine.settings.max_payload:
-        raise InvalidInput(
-            "payload", f"event larger than {engine.settings.max_payload} bytes", "too_large", 413
-        )
+    check_payload_size(engine.settings, event.payload, "payload")
+    record = check_record_size(engine.settings, encode_event(event), "body", "event")
     receivers = await engine.count_subscribers(event.event_type, event.tenant, COUNT_SYNC_WAIT)
     await engine.produce_event(event.id, record)
     return _json({"id": event.id, "event_type": event.event_type, "receivers": receivers}, status=202)
@@ -285,12 +282,27 @@ def _new_msg_id() -> str:
     return new_id("msg")
 
 
-def _encode_checked(engine: Engine, msg: Message, field: str) -> bytes:
-    record = encode_message_record(msg)
-    if len(record) > engine.settings.max_payload:
-        raise InvalidInput(
-            field, f"message larger than {engine.settings.max_payload} bytes", "too_large", 413
-        )
+def _encode_checked(engine: Engine, msg: Message, prefix: str) -> bytes:
+    """The message's record, its payload and the whole record each within their limit (413 otherwise)."""
+    check_payload_size(engine.settings, msg.payload, prefix + "payload")
+    return check_record_size(engine.settings, encode_message_record(msg), prefix.rstrip(".") or "body")
+
+
+def check_payload_size(settings: WebSettings, payload: Any, field: str) -> None:
+    """DISPATCHER_MAX_PAYLOAD counts the payload as encoded, nothing else: the error names it alone."""
+    size = len(orjson.dumps(payload))
+    if size > settings.max_payload:
+        why = f"is {size} bytes as JSON; a payload may have at most {settings.max_payload}"
+        raise InvalidInput(field, why, "too_large", 413)
+
+
+def check_record_size(settings: WebSettings, record: bytes, field: str, what: str = "message") -> bytes:
+    """The whole record (payload, type, headers, ids) must fit in one the workers may produce and store
+    (DISPATCHER_MAX_RECORD_BYTES less framing); refused here rather than dead-lettered as too_large later."""
+    limit = settings.policy.max_entry_bytes
+    if len(record) > limit:
+        why = f"the {what} comes to {len(record)} bytes with its other fields; a record holds at most {limit}"
+        raise InvalidInput(field, why, "too_large", 413)
     return record
 
 

@@ -1,8 +1,10 @@
-"""POST /v1/messages/batch is bounded in messages and bytes, and names the field at fault."""
+"""The send calls are bounded: a batch in messages and bytes, a payload by DISPATCHER_MAX_PAYLOAD (the
+encoded payload alone), a whole record by what a worker may store; each refusal names the field at fault."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
@@ -10,7 +12,6 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from dispatcher.domain.actor import Policy
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.settings import Settings
 from dispatcher.web_port import web_settings
@@ -54,10 +55,10 @@ def test_the_byte_check_names_the_field_that_crossed_the_cap() -> None:
 
 
 class Owner:
-    """The parts of the engine that send_batch touches."""
+    """The parts of the engine that the send calls touch."""
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = web_settings(settings, Policy())
+        self.settings = web_settings(settings, settings.policy())
         self.produced: list[tuple[str, bytes]] = []
 
     def is_local(self, receiver_id: str) -> bool:
@@ -66,18 +67,34 @@ class Owner:
     async def produce_requests(self, records: list[tuple[str, bytes]]) -> None:
         self.produced += records
 
+    async def count_subscribers(self, event_type: str, tenant: str | None, wait: float) -> int:
+        return 0
+
+    async def produce_event(self, event_id: str, record: bytes) -> None:
+        self.produced.append((event_id, record))
+
+
+@asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[tuple[TestClient, Owner]]:
+    owner = Owner(settings)
+    app = web.Application(middlewares=[errors_middleware], client_max_size=1 << 20)
+    app[ENGINE] = owner  # type: ignore[assignment]
+    app.router.add_post("/v1/messages/batch", api.send_batch)
+    app.router.add_post("/v1/messages", api.send_message)
+    app.router.add_post("/v1/events", api.send_event)
+    client = TestClient(TestServer(app))
+    await client.start_server()
+    try:
+        yield client, owner
+    finally:
+        await client.close()
+
 
 @pytest.fixture
 async def small() -> AsyncIterator[tuple[TestClient, Owner]]:
     """max_payload 2 KiB: a batch carries at most 64 KiB."""
-    owner = Owner(Settings(max_payload=2 * KIB, max_request_body=1 << 20))
-    app = web.Application(middlewares=[errors_middleware], client_max_size=1 << 20)
-    app[ENGINE] = owner  # type: ignore[assignment]
-    app.router.add_post("/v1/messages/batch", api.send_batch)
-    client = TestClient(TestServer(app))
-    await client.start_server()
-    yield client, owner
-    await client.close()
+    async with serving(Settings(max_payload=2 * KIB, max_request_body=1 << 20)) as served:
+        yield served
 
 
 def msg(n: int, payload: Any = 0) -> dict[str, Any]:
@@ -135,3 +152,49 @@ async def test_invalid_json_and_an_empty_body_are_400s(small: tuple[TestClient, 
     assert (await post(client, b"{nope"))[0] == 400
     status, answer = await post(client, b"")
     assert (status, answer["error"]["field"]) == (400, "body")
+
+
+# DISPATCHER_MAX_PAYLOAD counts the encoded payload; the whole record has its own guard ------------
+
+BULKY = {"event_type": "t." + "e" * 250, "headers": {"X-Pad": "h" * 600}}  # ~900 bytes beside the payload
+CALLS = [  # (path, body for one payload, the field a payload over the cap is named by, the record's)
+    ("/v1/messages", lambda p: {"receiver_id": "r", "payload": p, **BULKY}, "payload", "body"),
+    ("/v1/messages/batch", lambda p: {"messages": [msg(0), {"receiver_id": "r", "payload": p, **BULKY}]},
+     "messages[1].payload", "messages[1]"),
+    ("/v1/events", lambda p: {"event_type": BULKY["event_type"], "payload": p}, "payload", "body"),
+]
+
+
+def payload_of(size: int) -> str:
+    """A payload that is `size` bytes as JSON (a string: its quotes count)."""
+    return "x" * (size - 2)
+
+
+@pytest.mark.parametrize(("path", "body", "payload_field", "record_field"), CALLS, ids=[c[0] for c in CALLS])
+async def test_the_payload_cap_counts_the_encoded_payload_alone(
+    small: tuple[TestClient, Owner], path: str, body: Any, payload_field: str, record_field: str
+) -> None:
+    client, owner = small
+    resp = await client.post(path, data=orjson.dumps(body(payload_of(2 * KIB))))
+    assert resp.status == 202, await resp.json()
+    assert len(owner.produced[-1][1]) > 2 * KIB + 200, "the record is over the cap: only the payload counts"
+    resp = await client.post(path, data=orjson.dumps(body(payload_of(2 * KIB + 1))))
+    error = (await resp.json())["error"]
+    assert (resp.status, error["code"], error["field"]) == (413, "too_large", payload_field)
+    assert f"{2 * KIB + 1} bytes" in error["message"]
+
+
+@pytest.mark.parametrize(("path", "body", "payload_field", "record_field"), CALLS, ids=[c[0] for c in CALLS])
+async def test_a_record_too_large_to_store_is_refused_naming_the_message(
+    path: str, body: Any, payload_field: str, record_field: str
+) -> None:
+    """A payload within its cap whose record would not fit DISPATCHER_MAX_RECORD_BYTES (less framing)."""
+    settings = Settings(max_payload=8 * KIB, max_request_body=1 << 20, max_record_bytes=4096 + 4 * KIB)
+    async with serving(settings) as (client, owner):
+        resp = await client.post(path, data=orjson.dumps(body(payload_of(2 * KIB))))
+        assert resp.status == 202, await resp.json()
+        sent = len(owner.produced)
+        resp = await client.post(path, data=orjson.dumps(body(payload_of(4 * KIB))))
+        error = (await resp.json())["error"]
+        assert (resp.status, error["code"], error["field"]) == (413, "too_large", record_field)
+        assert len(owner.produced) == sent, "nothing of the refused call was sent"
