@@ -132,6 +132,7 @@ class ActorRunner:
         )
         new_state, effects = actor.decide(state, command, facts, self.policy)
         letters = await self._send_dead_letters(receiver_id, effects)
+        log_purge_step(receiver_id, effects, new_state)
         for effect in effects:
             if isinstance(effect, actor.DeadLetterHead):  # on the topic already: now the table
                 self.store.put_dead_letter(receiver_id, effect.seq, letters[effect.seq])
@@ -233,7 +234,8 @@ class ActorRunner:
             "message": bounded_content({k: entry.get(k) for k in MESSAGE_FIELDS}),
         }
         raw = encode_letter(record)
-        log.warning(
+        log.log(
+            logging.DEBUG if effect.reason in PURGE_REASONS else logging.WARNING,
             "dead-lettered msg_id=%s receiver_id=%s seq=%d attempt=%d reason=%s %s",
             entry["id"], receiver_id, effect.seq, effect.attempts, effect.reason, effect.detail,
         )
@@ -268,6 +270,20 @@ class ActorRunner:
             effect.msg_id, key, effect.seq, effect.reason, record["detail"][:300],
         )
         await self._send_dead_letter(key, encode_letter(record))
+
+
+# A delete or a reset dead-letters the backlog on purpose, up to 200 a step: a line per step, not per letter.
+PURGE_REASONS = frozenset({actor.RECEIVER_DELETED, actor.STATE_RESET})
+
+
+def log_purge_step(receiver_id: str, effects: list[Effect], state: ReceiverState | None) -> None:
+    """One INFO line for a step of a delete or reset: how many it dead-lettered, how many are left."""
+    purged = [e for e in effects if isinstance(e, actor.DeadLetterHead) and e.reason in PURGE_REASONS]
+    if purged:
+        left = state.backlog if state is not None else 0
+        seqs = [e.seq for e in purged]
+        log.info("receiver_id=%s %d messages dead-lettered reason=%s (seqs %d..%d), %d left in its backlog",
+                 receiver_id, len(purged), purged[0].reason, min(seqs), max(seqs), left)
 
 
 MESSAGE_FIELDS = ("type", "data", "headers", "accepted_at", "replay_of")

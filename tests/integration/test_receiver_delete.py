@@ -42,6 +42,11 @@ async def test_delete_dead_letters_the_backlog_and_forgets_the_receiver(
 
         status, answer = await api.call("DELETE", f"/v1/receivers/{rid}")
         assert (status, answer) == (200, {"id": rid, "deleted": True, "dead_lettered": 5})
+        summary = f"receiver_id={rid} 5 messages dead-lettered reason=receiver_deleted (seqs 1..5), 0 left"
+        await wait_until(lambda: summary in worker.log_path.read_text(), 30, "the delete's summary line")
+        mine = [line for line in worker.log_path.read_text().splitlines() if f"receiver_id={rid} " in line]
+        assert [line for line in mine if "dead-lettered" in line] == [next(x for x in mine if summary in x)]
+        assert "[INFO]" in next(x for x in mine if summary in x), "a delete asked for is no warning"
         letters = [r for r in await dead_letter_records(worker, broker.url, 5) if r["receiver_id"] == rid]
         assert sorted((r["seq"], r["msg_id"], r["reason"]) for r in letters) == [
             (n + 1, ids[n], "receiver_deleted") for n in range(5)
