@@ -216,7 +216,8 @@ class Settings:
             retry, breaker, self.dedup_window, self.disable_after, self.dead_letters_keep,
             lanes=lanes, backlog_max=self.backlog_max, backlog_max_bytes=self.backlog_max_bytes,
             max_entry_bytes=self.max_record_bytes - RECORD_OVERHEAD,
-            backlog_overflow=self.backlog_overflow, retain=self.retain_seconds,
+            backlog_overflow=self.backlog_overflow, batch_max_bytes=self.batch_max_bytes,
+            retain=self.retain_seconds,
         )
 
     def fast_lane_in_flight(self) -> int:

@@ -96,8 +96,8 @@ async def apply_spec(
         config = replace(config, verification=await engine.verify(config))
     await store_config(engine, config, create=current is None)
     if current is None or config.secret != current.secret:
-        return _json(secret_view(config, now), status=201 if current is None else 200)
-    return _json(public_view(config, now))
+        return _json(secret_view(config, now, settings.policy), status=201 if current is None else 200)
+    return _json(public_view(config, now, settings.policy))
 
 
 async def store_config(engine: Engine, config: ReceiverConfig, create: bool = False) -> ReceiverState:

@@ -22,7 +22,7 @@ import orjson
 from aiohttp import web
 
 from dispatcher.domain import actor
-from dispatcher.domain.actor import STATUSES, ReceiverState
+from dispatcher.domain.actor import STATUSES, Policy, ReceiverState
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.ids import check_id
 from dispatcher.domain.receiver_spec import public_view
@@ -89,7 +89,8 @@ def local_page(engine: Engine, filters: Filters, after: str, limit: int) -> Loca
     yet passed, so nothing is skipped, and the caller goes on from there."""
     page, cut = page_of(engine.receiver_states_after(after), filters, limit, SCAN_BUDGET)
     now = time.time()
-    return LocalPage([_summary(state, now) for state in page], cut)
+    policy = engine.settings.policy
+    return LocalPage([_summary(state, now, policy) for state in page], cut)
 
 
 def page_of(
@@ -123,9 +124,9 @@ def _scan(states: Any, filters: Filters, limit: int, budget: int) -> tuple[list[
     return out, None
 
 
-def _summary(state: ReceiverState, now: float) -> dict[str, Any]:
+def _summary(state: ReceiverState, now: float, policy: Policy) -> dict[str, Any]:
     return {
-        **public_view(state.config, now),
+        **public_view(state.config, now, policy),
         "status": actor.status(state),
         "backlog": state.backlog,
         "delivered_seq": state.delivered_seq,

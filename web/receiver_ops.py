@@ -49,7 +49,7 @@ def _receiver(engine: Engine, request: web.Request) -> ReceiverState:
 
 def receiver_view(engine: Engine, state: ReceiverState, now: float) -> dict[str, Any]:
     """A receiver's config (without its secret) and its delivery state."""
-    config = public_view(state.config, now)
+    config = public_view(state.config, now, engine.settings.policy)
     breaker = state.breaker
     head = state.head
     latest = engine.attempts(state.receiver_id, state.attempt_no, 1)

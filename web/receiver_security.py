@@ -31,7 +31,7 @@ async def rotate_secret(request: web.Request) -> web.Response:
     new = secret or generate(kind or signing_kind(config.secret))
     rotated = rotate(config, new, now, grace)
     await store_config(engine, rotated)
-    return _json(secret_view(rotated, now))
+    return _json(secret_view(rotated, now, engine.settings.policy))
 
 
 @owner_routed
@@ -52,4 +52,4 @@ async def verify_endpoint(request: web.Request) -> web.Response:
     require_sure_ownership(engine, config.id)
     verified = replace(config, verification=await engine.verify(config))
     await store_config(engine, verified)
-    return _json(public_view(verified, time.time()))
+    return _json(public_view(verified, time.time(), engine.settings.policy))

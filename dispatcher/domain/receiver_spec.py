@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from .actor.inputs import WORKER_DEFAULTED, Policy
 from .delivery_options import OPTION_FIELDS, parse_delivery_options
 from .errors import InvalidInput
 from .headers import check_header_value, check_headers
@@ -158,11 +159,19 @@ def rotate(config: ReceiverConfig, new_secret: str, now: float, grace: float) ->
     return replace(config, secret=new_secret, previous_secrets=tuple(previous[:MAX_PREVIOUS_SECRETS]))
 
 
-def public_view(config: ReceiverConfig, now: float) -> dict[str, Any]:
-    """The receiver's config with every secret left out (a `whpk_` public key is not secret)."""
+def public_view(config: ReceiverConfig, now: float, policy: Policy) -> dict[str, Any]:
+    """The receiver's config with every secret left out (a `whpk_` public key is not secret).
+
+    Options and retry settings show the values deliveries get: what the receiver left to the
+    worker (stored as 0, "" or no `retry` key, so a later change of the worker's default reaches
+    it) shows the worker's default, and `worker_defaults` names those fields.
+    """
     view = config.as_dict()
     for key in ("secret", "previous_secrets", "authorization"):
         view.pop(key)
+    view.update(policy.effective_options(config).as_dict())
+    view["retry"] = policy.retry_for(config).as_dict()
+    view["worker_defaults"] = worker_defaults(config)
     view["signing"] = signing_kind(config.secret)
     if is_asymmetric(config.secret):
         view["public_key"] = public_key_of(config.secret)
@@ -172,9 +181,19 @@ def public_view(config: ReceiverConfig, now: float) -> dict[str, Any]:
     return view
 
 
-def secret_view(config: ReceiverConfig, now: float) -> dict[str, Any]:
+def worker_defaults(config: ReceiverConfig) -> list[str]:
+    """The fields the receiver leaves to the worker's settings (`retry.<name>` for the retry object's)."""
+    options = [name for name in WORKER_DEFAULTED if not getattr(config.options, name)]
+    overridden = config.retry or {}
+    return options + [f"retry.{name}" for name in RETRY_FIELDS if name not in overridden]
+
+
+RETRY_FIELDS = tuple(RetryPolicy().as_dict())
+
+
+def secret_view(config: ReceiverConfig, now: float, policy: Policy) -> dict[str, Any]:
     """The answer to a create or a rotation: the public view plus the new secret, shown this once."""
-    view = public_view(config, now)
+    view = public_view(config, now, policy)
     if is_asymmetric(config.secret):
         view["public_key"] = public_key_of(config.secret)  # receivers need only this
     else:

@@ -7,6 +7,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer
 
 from dispatcher.broker import EmbeddedBroker
+from dispatcher.settings import Settings
 from tests.harness import Api, Receiver, WorkerProcess, wait_until, wait_until_read
 
 
@@ -87,6 +88,28 @@ async def test_patch_changes_only_what_it_names_on_the_owner(api: Api) -> None:
         assert status == 422 and body["error"]["field"] == field, body
     status, body = await api.call("PATCH", "/v1/receivers/nobody", {"tenant": "x"})
     assert status == 404 and body["error"]["field"] == "receiver_id"
+
+
+async def test_receivers_show_the_worker_defaults_they_get_and_keep_following_them(api: Api) -> None:
+    worker = Settings()  # the harness changes none of these
+    expected = {"backlog_max": worker.backlog_max, "backlog_max_bytes": worker.backlog_max_bytes,
+                "backlog_overflow": worker.backlog_overflow, "batch_max_bytes": worker.batch_max_bytes}
+    made = await api.create_receiver("http://127.0.0.1:9/d", id="defaulted")
+    got = (await api.call("GET", "/v1/receivers/defaulted"))[1]
+    listed = (await api.call("GET", "/v1/receivers?limit=1000"))[1]["receivers"]
+    for view in (made, got, next(r for r in listed if r["id"] == "defaulted")):
+        assert {k: view[k] for k in expected} == expected
+        retry = view["retry"]  # the harness's worker retries fast: exponential, 0.05 s up to 0.5 s
+        assert (retry["schedule"], retry["base"], retry["cap"], retry["max_attempts"]) == (
+            "exponential", 0.05, 0.5, 10_000
+        )
+        assert {*expected, "retry.max_attempts"} <= set(view["worker_defaults"])
+    status, chosen = await api.call("PATCH", "/v1/receivers/defaulted", {"backlog_max": 5})
+    assert (status, chosen["backlog_max"], "backlog_max" in chosen["worker_defaults"]) == (200, 5, False)
+    status, back = await api.call("PATCH", "/v1/receivers/defaulted", {"backlog_max": 0})
+    assert (status, back["backlog_max"], "backlog_max" in back["worker_defaults"]) == (
+        200, worker.backlog_max, True
+    ), "0 is the worker's default again"
 
 
 async def test_reset_needs_confirmation_then_drops_backlog_and_history(api: Api) -> None:

@@ -11,7 +11,7 @@ from dataclasses import replace
 import orjson
 import pytest
 
-from dispatcher.domain.actor import ReceiverState
+from dispatcher.domain.actor import Policy, ReceiverState
 from dispatcher.domain.delivery_options import MAX_RATE, MIN_BACKLOG_BYTES, MIN_RATE, DeliveryOptions
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.ratelimit import Bucket, burst_of
@@ -24,11 +24,13 @@ from dispatcher.domain.receiver_spec import (
     secret_view,
 )
 from dispatcher.domain.records import ReceiverConfig, Verification
+from dispatcher.domain.retry import RetryPolicy
 from dispatcher.domain.signing import decode_secret, generate, generate_secret, generate_signing_key
 from dispatcher.domain.verification import judge
 from tests.unit.test_actor_isolation import T0, Actor, dead
 
 SECRET = "whsec_" + "A" * 32
+POLICY = Policy()
 
 
 def spec(body: object, current: ReceiverConfig | None = None, https: bool = False) -> ReceiverConfig:
@@ -147,15 +149,15 @@ def test_views_never_show_a_secret_except_the_new_one_once() -> None:
     config = ReceiverConfig(
         "r1", "http://x.test/", key, previous_secrets=((old, 500.0),), authorization="Bearer hunter2"
     )
-    public = orjson.dumps(public_view(config, 100.0)).decode()
+    public = orjson.dumps(public_view(config, 100.0, POLICY)).decode()
     for hidden in (key, old, "hunter2", key.removeprefix("whsk_")):
         assert hidden not in public
-    view = public_view(config, 100.0)
+    view = public_view(config, 100.0, POLICY)
     assert view["signing"] == "ed25519" and view["public_key"].startswith("whpk_")
     assert view["authorization_set"] and view["previous_secrets_valid_until"] == [500.0]
-    assert "secret" not in secret_view(config, 100.0), "a whsk_ key stays inside; receivers need whpk_"
+    assert "secret" not in secret_view(config, 100.0, POLICY), "a whsk_ key stays inside; receivers get whpk_"
     hmac_config = ReceiverConfig("r1", "http://x.test/", old)
-    assert secret_view(hmac_config, 100.0)["secret"] == old
+    assert secret_view(hmac_config, 100.0, POLICY)["secret"] == old
 
 
 def _verify_config(secret: str = SECRET) -> ReceiverConfig:
@@ -233,8 +235,37 @@ def test_delivery_options_are_kept_on_replace_unless_given() -> None:
     )
     second = spec({"url": URL, "rate_limit": None}, current=first)
     assert (second.options.batch_max, second.options.rate_limit) == (50, 0.0)
-    view = public_view(second, 100.0)
+    view = public_view(second, 100.0, POLICY)
     assert view["batch_max"] == 50 and view["ordering"] == "strict" and view["backlog_overflow"] == "reject"
+
+
+def test_the_view_shows_what_deliveries_get_and_names_what_follows_the_worker() -> None:
+    """Left out, an option is stored as 0 or "" (a later change of the default reaches it), and the
+    view shows the worker's value for it; chosen, it shows as chosen."""
+    worker = Policy(RetryPolicy(schedule=(), base=0.5, max_attempts=7, max_age=60.0), backlog_max=9,
+                    backlog_max_bytes=3 << 20, backlog_overflow="reject", batch_max_bytes=4096)
+    defaults = spec({"url": URL})
+    assert (defaults.options.backlog_max, defaults.options.backlog_overflow, defaults.retry) == (0, "", None)
+    view = public_view(defaults, 100.0, worker)
+    shown = [view[k] for k in ("backlog_max", "backlog_max_bytes", "backlog_overflow", "batch_max_bytes")]
+    assert shown == [9, 3 << 20, "reject", 4096]
+    assert (view["retry"]["schedule"], view["retry"]["base"], view["retry"]["max_attempts"]) == (
+        "exponential", 0.5, 7
+    )
+    assert view["worker_defaults"] == [
+        "batch_max_bytes", "backlog_max", "backlog_max_bytes", "backlog_overflow",
+        *(f"retry.{name}" for name in RetryPolicy().as_dict()),
+    ]
+    chosen = spec({"url": URL, "backlog_max": 5, "backlog_overflow": "dead_letter_oldest",
+                   "retry": {"max_attempts": 3}})
+    view = public_view(chosen, 100.0, worker)
+    assert (view["backlog_max"], view["backlog_overflow"], view["backlog_max_bytes"]) == (
+        5, "dead_letter_oldest", 3 << 20
+    )
+    assert (view["retry"]["max_attempts"], view["retry"]["max_age"]) == (3, 60.0), "an override over the rest"
+    followed = set(view["worker_defaults"])
+    assert not {"backlog_max", "backlog_overflow", "retry.max_attempts"} & followed
+    assert {"backlog_max_bytes", "retry.max_age"} <= followed
 
 
 def test_unordered_receivers_choose_their_window_and_strict_goes_back_to_one() -> None:

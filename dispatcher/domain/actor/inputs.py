@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from ..breaker import BreakerPolicy
-from ..delivery_options import DEAD_LETTER_OLDEST
+from ..delivery_options import DEAD_LETTER_OLDEST, DeliveryOptions
 from ..lanes import LanePolicy
 from ..records import ReceiverConfig
 from ..retry import RetryPolicy
@@ -54,6 +54,11 @@ class Facts:
     sending: frozenset[int] = frozenset()  # unordered: seqs whose attempts are running here
 
 
+# Delivery options a receiver may leave to the worker, stored as 0 or "" so that a later change of
+# the worker's setting reaches it; the policy's fields of the same names hold the defaults.
+WORKER_DEFAULTED = ("batch_max_bytes", "backlog_max", "backlog_max_bytes", "backlog_overflow")
+
+
 @dataclass(slots=True, frozen=True)
 class Policy:
     """The worker's settings for every receiver; a receiver's own options and retry override some."""
@@ -68,6 +73,7 @@ class Policy:
     backlog_max: int = 1_000_000  # a receiver's own setting wins
     backlog_max_bytes: int = 1 << 30
     backlog_overflow: str = DEAD_LETTER_OLDEST
+    batch_max_bytes: int = 1 << 20  # the deliverer applies it; here so views can show it
     retain: float = DAY  # settled messages stay readable (catch-up) this long; 0: deleted at once
     max_entry_bytes: int = 1 << 30  # a stored message larger than this could not reach the changelog
 
@@ -78,6 +84,11 @@ class Policy:
             o.backlog_max_bytes or self.backlog_max_bytes,
             o.backlog_overflow or self.backlog_overflow,
         )
+
+    def effective_options(self, config: ReceiverConfig) -> DeliveryOptions:
+        """The receiver's options with each one it left to the worker (0 or "") as the worker applies it."""
+        o = config.options
+        return replace(o, **{name: getattr(o, name) or getattr(self, name) for name in WORKER_DEFAULTED})
 
     def retry_for(self, config: ReceiverConfig) -> RetryPolicy:
         return self.retry.with_overrides(config.retry) if config.retry else self.retry
