@@ -88,6 +88,12 @@ SCHEMAS: dict[str, Any] = {
     "ReceiverPatch": {"type": "object", "additionalProperties": False, "properties": RECEIVER_FIELDS},
     "Receiver": {
         "type": "object",
+        "description": "Options and retry settings show the values deliveries get. A field the receiver "
+        "left to the worker is stored as 0, \"\" or no `retry` key, so a later change of the worker's "
+        "DISPATCHER_* default reaches it, and shows that default: `batch_max_bytes`, `backlog_max`, "
+        "`backlog_max_bytes`, `backlog_overflow` and each field of `retry`. `worker_defaults` names the "
+        "fields that follow the worker now (`retry.<name>` for retry's); set one to 0 or \"\" (or leave "
+        "its `retry` key out) to follow the worker again.",
         "required": ["id", "url", "event_types", "signing", "verified"],
         "properties": {
             "id": ID,
@@ -98,6 +104,8 @@ SCHEMAS: dict[str, Any] = {
             "verified": BOOL,
             "secret": STR,
             "public_key": STR,
+            "retry": OBJ,
+            "worker_defaults": {"type": "array", "items": STR},
             "partition": INT,
             "state": ref("ReceiverState"),
         },
@@ -106,7 +114,12 @@ SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["status", "next_seq", "delivered_seq", "backlog"],
         "properties": {
-            "status": {"enum": list(STATUSES)},
+            "status": {
+                "enum": list(STATUSES),
+                "description": "What holds the receiver (deleting, resetting, disabled, paused, unverified), "
+                "else failing (the circuit is not closed), retrying (a message still to be delivered has "
+                "failed an attempt and waits for its retry) or active.",
+            },
             "circuit": {"enum": ["closed", "open", "half_open"]},
             "next_seq": INT,
             "delivered_seq": INT,
@@ -179,13 +192,29 @@ def receiver_op(
     *,
     method_body: dict[str, Any] | None = None,
     fail: tuple[int, ...] = (401, 404),
+    description: str = "",
 ) -> dict[str, Any]:
     op: dict[str, Any] = {"summary": summary, "responses": {**ok, **errors(*fail)}}
+    if description:
+        op["description"] = description
     if method_body is not None:
         op["requestBody"] = method_body
     return op
 
 
+DEAD_LETTER_REASONS = (
+    "The receiver's dead letters (messages that had a seq; the newest DISPATCHER_DEAD_LETTERS_KEEP), "
+    "with `reason`: `permanent_status` (answered a status not worth retrying), `max_attempts` (its last "
+    "allowed attempt failed), `max_age` (undelivered past `retry.max_age`), `missing_entry` (its stored "
+    "entry was lost), `backlog_full` (the oldest over a `dead_letter_oldest` cap), `receiver_deleted` "
+    "(while a delete runs) or `state_reset` (while a reset runs; the reset then clears this list). The "
+    "`<app_id>.dead-letters` topic gets every one of these, and also records that never got a seq: "
+    "`unknown_receiver`, `accepted_before_creation`, `too_large` (a message, or an event's copies, over "
+    "what a record holds), `backlog_full` (refused by a `reject` backlog), `receiver_deleted` and "
+    "`state_reset` (arrived during a delete or reset), `forbidden_record` (configuration on the requests "
+    "topic), `malformed` (an unreadable message or event record) and `internal_error` (a record whose "
+    "processing failed)."
+)
 LIMIT = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}
 # The example is a receiver the schemathesis test creates, so generated calls reach real logic.
 RID = {"name": "receiver_id", "in": "path", "required": True, "schema": ID, "example": "rcv_example"}
@@ -340,13 +369,18 @@ def build() -> dict[str, Any]:
         },
         "/v1/receivers/{receiver_id}/last-response": {
             "parameters": [RID],
-            "get": receiver_op("the newest attempt", {"200": answer("attempt", OBJ)}, fail=(401, 404, 422)),
+            "get": receiver_op(
+                "the newest attempt", {"200": answer("attempt", OBJ)}, fail=(401, 404, 422),
+                description="404 `no_attempt` (field `receiver_id`): the receiver has had no attempt yet; "
+                "404 `not_found`: no such receiver.",
+            ),
         },
         "/v1/receivers/{receiver_id}/dead-letters": {
             "parameters": [RID],
             "get": {
                 **receiver_op(
-                    "dead letters in seq order", {"200": answer("dead letters", OBJ)}, fail=(401, 404, 422)
+                    "dead letters in seq order", {"200": answer("dead letters", OBJ)}, fail=(401, 404, 422),
+                    description=DEAD_LETTER_REASONS,
                 ),
                 "parameters": [
                     {"name": "after_seq", "in": "query", "schema": {"type": "integer", "minimum": 0}},
@@ -377,7 +411,11 @@ def build() -> dict[str, Any]:
             "post": receiver_op(
                 "run the verification handshake again",
                 {"200": answer("verified or not", ref("Receiver"))},
-                fail=(401, 404, 422, 504),
+                fail=(401, 404, 409, 422, 504),
+                description="For a receiver created with `\"verify\": true`: runs the handshake and stores "
+                "its result, which `verified` follows. 409 `verification_off` (field `verify`): the receiver "
+                "does not require verification (it is always `verified`), so nothing is run; PATCH "
+                "`\"verify\": true` to require it.",
             ),
         },
         "/v1/messages": {
@@ -391,6 +429,9 @@ def build() -> dict[str, Any]:
                 },
                 method_body=body(ref("Message")),
                 fail=(400, 401, 404, 413, 422, 429),
+                description="413 `too_large`: field `payload` when the payload, as JSON, is over "
+                "DISPATCHER_MAX_PAYLOAD bytes (the payload alone counts); field `body` when the whole "
+                "message would not fit in a record (DISPATCHER_MAX_RECORD_BYTES less 4 KiB).",
             )
         },
         "/v1/messages/batch": {
@@ -421,6 +462,10 @@ def build() -> dict[str, Any]:
                     }
                 ),
                 fail=(400, 401, 404, 413, 422, 429),
+                description="413 `too_large`: field `messages[i].payload` when that payload, as JSON, is "
+                "over DISPATCHER_MAX_PAYLOAD bytes, `messages[i]` when that whole message would not fit in a "
+                "record; `messages` (the body) or `messages[i].payload` (the message that crossed it) when "
+                "the batch is over its byte cap.",
             )
         },
         "/v1/events": {
@@ -438,6 +483,8 @@ def build() -> dict[str, Any]:
                 },
                 method_body=body(ref("Event")),
                 fail=(400, 401, 413, 422),
+                description="413 `too_large`: field `payload` when the payload, as JSON, is over "
+                "DISPATCHER_MAX_PAYLOAD bytes; field `body` when the whole event would not fit in a record.",
             )
         },
     }

@@ -6,6 +6,7 @@ import re
 
 from aiohttp import web
 
+from dispatcher.domain.actor import effects
 from web.app import setup_web
 from web.openapi import DOC_PATH, build, render
 
@@ -35,3 +36,10 @@ def test_document_is_openapi_3_1_with_bearer_auth() -> None:
     assert all(op.get("security") == [] or {} in op.get("security", ())
                for path, ops in doc["paths"].items() if not path.startswith("/v1") for op in ops.values())
     assert doc["paths"]["/readyz"]["get"]["security"] == [{}, {"bearer": []}]
+
+
+def test_the_dead_letter_listing_names_every_reason_a_letter_can_have() -> None:
+    reasons = {value for name, value in vars(effects).items() if name.isupper() and isinstance(value, str)}
+    reasons |= {"malformed", "forbidden_record", "internal_error"}  # the glue's, for records it cannot apply
+    text = build()["paths"]["/v1/receivers/{receiver_id}/dead-letters"]["get"]["description"]
+    assert [reason for reason in sorted(reasons) if f"`{reason}`" not in text] == []
