@@ -220,6 +220,49 @@ LIMIT = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum"
 RID = {"name": "receiver_id", "in": "path", "required": True, "schema": ID, "example": "rcv_example"}
 
 
+# One operationId per operation, in one table: clients (dispatcher/client.py's OPERATIONS) and
+# generated SDKs name their calls by it. with_operation_ids fails on a missing or stale entry.
+OPERATION_IDS: dict[tuple[str, str], str] = {
+    ("/healthz", "get"): "getHealth",
+    ("/readyz", "get"): "getReady",
+    ("/openapi.json", "get"): "getOpenApiDocument",
+    ("/v1/receivers", "get"): "listReceivers",
+    ("/v1/receivers", "post"): "createReceiver",
+    ("/v1/receivers/{receiver_id}", "get"): "getReceiver",
+    ("/v1/receivers/{receiver_id}", "patch"): "updateReceiver",
+    ("/v1/receivers/{receiver_id}", "delete"): "deleteReceiver",
+    ("/v1/receivers/{receiver_id}/state", "get"): "getReceiverState",
+    ("/v1/receivers/{receiver_id}/state", "delete"): "resetReceiverState",
+    ("/v1/receivers/{receiver_id}/events", "get"): "listReceiverEvents",
+    ("/v1/receivers/{receiver_id}/messages/{message_id}", "get"): "getMessageStatus",
+    ("/v1/receivers/{receiver_id}/ping", "post"): "pingReceiver",
+    ("/v1/receivers/{receiver_id}/attempts", "get"): "listAttempts",
+    ("/v1/receivers/{receiver_id}/last-response", "get"): "getLastResponse",
+    ("/v1/receivers/{receiver_id}/dead-letters", "get"): "listDeadLetters",
+    ("/v1/receivers/{receiver_id}/replay", "post"): "replayDeadLetters",
+    ("/v1/receivers/{receiver_id}/secrets/rotate", "post"): "rotateReceiverSecret",
+    ("/v1/receivers/{receiver_id}/verify", "post"): "verifyReceiver",
+    ("/v1/receivers/{receiver_id}/pause", "post"): "pauseReceiver",
+    ("/v1/receivers/{receiver_id}/resume", "post"): "resumeReceiver",
+    ("/v1/receivers/{receiver_id}/enable", "post"): "enableReceiver",
+    ("/v1/receivers/{receiver_id}/disable", "post"): "disableReceiver",
+    ("/v1/messages", "post"): "sendMessage",
+    ("/v1/messages/batch", "post"): "sendMessageBatch",
+    ("/v1/events", "post"): "publishEvent",
+}
+
+
+def with_operation_ids(paths: dict[str, Any]) -> dict[str, Any]:
+    """`paths` with each operation's operationId from OPERATION_IDS; every operation needs one."""
+    documented = {(path, method) for path, ops in paths.items() for method in ops if method != "parameters"}
+    unnamed, stale = documented - OPERATION_IDS.keys(), OPERATION_IDS.keys() - documented
+    if unnamed or stale:
+        raise ValueError(f"OPERATION_IDS: no id for {sorted(unnamed)}, no operation for {sorted(stale)}")
+    for (path, method), op_id in OPERATION_IDS.items():
+        paths[path][method]["operationId"] = op_id
+    return paths
+
+
 def build() -> dict[str, Any]:
     paths: dict[str, Any] = {
         "/healthz": {
@@ -510,7 +553,7 @@ def build() -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],
-        "paths": paths,
+        "paths": with_operation_ids(paths),
     }
 
 
