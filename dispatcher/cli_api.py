@@ -1,9 +1,12 @@
-"""CLI sub-commands over the HTTP API: receivers, send, events, dead-letters.
+"""CLI sub-commands over the HTTP API: receivers, messages, send, events, dead-letters, the worker.
 
 They talk to `DISPATCHER_URL` (default http://127.0.0.1:8080) with
 `DISPATCHER_API_TOKEN`; `--json` prints the API's answer as is, otherwise a
-short readable form. Exit status: 0 done, 1 the API refused (its error is
-printed), 2 bad arguments.
+readable form (cli_output.py); `--field PATH` one field of the answer; `-q` on
+create, send, send-batch and publish only the new id. Exit status: 0 done, 1 the
+API refused (its error on stderr) or could not be reached, 2 bad arguments
+(cli_types.py names the option). `CLI_OPERATIONS` names the command that calls
+each API operation; a test holds it to the OpenAPI document.
 """
 
 from __future__ import annotations
@@ -12,64 +15,211 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
-
+from . import cli_commands as run
+from . import cli_types as argtype
+from .cli_commands import NotReady, UsageError
+from .cli_output import as_json, readable
 from .client import ApiError, DispatcherClient
 
-Command = Callable[[DispatcherClient, argparse.Namespace], Awaitable[Any]]
-
+CLI_OPERATIONS: dict[str, str] = {
+    "getHealth": "health",
+    "getReady": "ready",
+    "getOpenApiDocument": "openapi",
+    "listReceivers": "receivers list",
+    "createReceiver": "receivers create",
+    "getReceiver": "receivers show",
+    "updateReceiver": "receivers update",
+    "deleteReceiver": "receivers delete",
+    "getReceiverState": "receivers state",
+    "resetReceiverState": "receivers reset-state",
+    "listReceiverEvents": "receivers events",
+    "getMessageStatus": "messages status",
+    "pingReceiver": "receivers ping",
+    "listAttempts": "receivers attempts",
+    "getLastResponse": "receivers last-response",
+    "listDeadLetters": "dead-letters list",
+    "replayDeadLetters": "dead-letters replay",
+    "rotateReceiverSecret": "receivers rotate-secret",
+    "verifyReceiver": "receivers verify",
+    "pauseReceiver": "receivers pause",
+    "resumeReceiver": "receivers resume",
+    "enableReceiver": "receivers enable",
+    "disableReceiver": "receivers disable",
+    "sendMessage": "send",
+    "sendMessageBatch": "send-batch",
+    "publishEvent": "events publish",
+}
 
 def add_api_commands(sub: Any) -> None:
-    receivers = sub.add_parser("receivers", help="create, show, change or delete receivers").add_subparsers(
-        dest="action", required=True
+    _receiver_commands(sub)
+    _message_commands(sub)
+    _dead_letter_commands(sub)
+    for name, command, text in (
+        ("health", run.health, "is the worker's process alive (GET /healthz)"),
+        ("ready", run.ready, "is the worker ready, with its figures; exit 1 while starting (GET /readyz)"),
+        ("openapi", run.openapi, "print the API's OpenAPI document"),
+    ):
+        _api(sub.add_parser(name, help=text, description=text), command)
+
+
+# receivers -------------------------------------------------------------------------
+
+
+def _receiver_commands(sub: Any) -> None:
+    text = "create, list, show, update, control, inspect or delete receivers"
+    receivers = sub.add_parser("receivers", help=text, description=text).add_subparsers(
+        dest="action", required=True, metavar="ACTION"
     )
-    create = _api(receivers.add_parser("create", help="create a receiver (replace one: --id)"), _create)
+    create = _api(_parser(receivers, "create", "create a receiver (replace one: --id)"), run.create)
     create.add_argument("url")
-    create.add_argument("--id")
-    create.add_argument("--event-type", action="append", dest="event_types", help="pattern; repeat for more")
-    create.add_argument("--tenant")
-    listing = _api(receivers.add_parser("list", help="receivers in id order, every page"), _list_receivers)
+    create.add_argument("--id", help="the receiver's id (default: a new one; an existing one is replaced)")
+    _receiver_options(create)
+    _quiet(create, "the new receiver's id")
+    update = _api(_parser(receivers, "update", "change the named fields of a receiver (PATCH)"), run.update)
+    update.add_argument("receiver_id")
+    update.add_argument("--url")
+    _receiver_options(update)
+
+    listing = _api(_parser(receivers, "list", "receivers in id order, every page"), run.list_receivers)
     for flag in ("--tenant", "--event-type", "--status"):
         listing.add_argument(flag)
     listing.add_argument("--disabled", choices=["true", "false"])
-    listing.add_argument("--page", type=int, default=500, help="receivers per call")
-    for action, run in (("show", _show), ("state", _state), ("delete", _delete)):
-        _api(receivers.add_parser(action, help=f"{action} a receiver"), run).add_argument("receiver_id")
+    listing.add_argument("--page", type=argtype.positive, default=500, help="receivers per call")
+    for action, command, text in (
+        ("show", run.show, "a receiver's config and delivery state"),
+        ("state", run.state, "the receiver actor's live state, from the worker that owns it"),
+        ("delete", run.delete, "dead-letter the backlog and delete the receiver"),
+        ("verify", run.verify, "run the endpoint verification handshake again (receivers with verify on)"),
+        ("ping", run.ping, "send a webhook.ping now and show the receiver's answer"),
+        ("last-response", run.last_response, "the newest delivery attempt, with the receiver's answer"),
+    ):
+        _api(_parser(receivers, action, text), command).add_argument("receiver_id")
+    for action, text in (
+        ("pause", "hold deliveries; messages are still taken in"),
+        ("resume", "deliver again after a pause"),
+        ("enable", "deliver again after a disable"),
+        ("disable", "stop delivering (with --reason, shown in its state)"),
+    ):
+        control = _api(_parser(receivers, action, text), run.control)
+        control.add_argument("receiver_id")
+        control.add_argument("--reason", default="", help="kept with the receiver's state")
+    _inspect_commands(receivers)
 
-    send = _api(sub.add_parser("send", help="send a message to one receiver"), _send)
+
+def _inspect_commands(receivers: Any) -> None:
+    rotate = _api(_parser(receivers, "rotate-secret", "sign with a new secret, shown once; the old one "
+                          "also signs during the grace period"), run.rotate_secret)
+    rotate.add_argument("receiver_id")
+    rotate.add_argument("--grace-seconds", type=float, help="seconds the old secret signs too (default 24 h)")
+    rotate.add_argument("--signing", type=argtype.signing, help="hmac or ed25519 (default: the current kind)")
+    rotate.add_argument("--secret", help="the new secret (default: a new random one)")
+    attempts = _api(_parser(receivers, "attempts", "the attempt log, newest first"), run.attempts)
+    attempts.add_argument("receiver_id")
+    attempts.add_argument("--limit", type=argtype.positive, default=50)
+    events = _api(_parser(receivers, "events", "catch-up: the receiver's messages above a seq, "
+                          "with their status (one page)"), run.events)
+    events.add_argument("receiver_id")
+    events.add_argument("--after-seq", type=argtype.not_negative, default=0)
+    events.add_argument("--limit", type=argtype.positive, default=100)
+    reset = _api(_parser(receivers, "reset-state", "dead-letter the backlog and drop counters and "
+                         "history (for testing); needs --confirm"), run.reset_state)
+    reset.add_argument("receiver_id")
+    reset.add_argument("--confirm", action="store_true", help="yes, drop the backlog and history")
+
+
+def _receiver_options(parser: argparse.ArgumentParser) -> None:
+    """Create/update body fields; `--config` and `--set` reach the ones without an option of their own."""
+    add = parser.add_argument
+    add("--event-type", action="append", dest="event_types", metavar="PATTERN",
+        help="an event type or pattern (invoice.*) to subscribe to; repeat for more")
+    add("--tenant", help="events published for a tenant reach only its receivers (--set tenant=null: none)")
+    add("--secret", help="the signing secret (whsec_... or whsk_...; default: a new one)")
+    add("--signing", type=argtype.signing, help="hmac or ed25519")
+    add("--header", action="append", type=argtype.header, dest="headers", metavar="NAME=VALUE",
+        help="a header sent with each delivery; repeat for more")
+    add("--authorization", metavar="VALUE", help="the Authorization header sent with each delivery")
+    add("--verify", action=argparse.BooleanOptionalAction, help="verify the endpoint with a challenge")
+    add("--rate-limit", type=float, metavar="PER_SECOND", help="deliveries a second (0: no limit)")
+    add("--batch-max", type=argtype.positive, metavar="N", help="events per POST (above 1: batches)")
+    add("--ordering", choices=["strict", "none"])
+    add("--max-in-flight", type=argtype.positive, metavar="N", help="concurrent POSTs (ordering none)")
+    add("--set", action="append", type=argtype.field, dest="set_fields", metavar="FIELD=JSON",
+        help='any body field, as JSON: --set \'retry={"max_attempts": 5}\'; repeat for more')
+    add("--config", type=argtype.json_object, metavar="JSON|@FILE",
+        help="a JSON object of body fields; --set and the options above win over it")
+
+
+# messages, events, dead letters ---------------------------------------------------
+
+
+def _message_commands(sub: Any) -> None:
+    send = _api(_parser(sub, "send", "send a message to one receiver"), run.send)
     send.add_argument("receiver_id")
     send.add_argument("event_type")
-    send.add_argument("payload", help="JSON")
+    send.add_argument("payload", type=argtype.payload, help="JSON, or - to read it from stdin")
     send.add_argument("--id", help="message id (the idempotency key)")
+    send.add_argument("--header", action="append", type=argtype.header, dest="headers", metavar="NAME=VALUE")
+    _quiet(send, "the message's id")
+    batch = _api(_parser(sub, "send-batch", "send up to 1,000 messages at once, all or none"), run.send_batch)
+    batch.add_argument("messages", type=argtype.batch, metavar="FILE",
+                       help='JSON: a list of messages or {"messages": [...]}, or JSON Lines; - for stdin')
+    _quiet(batch, "the messages' ids, one a line")
 
-    events = sub.add_parser("events", help="publish events").add_subparsers(dest="action", required=True)
-    publish = _api(events.add_parser("publish", help="publish an event to its subscribers"), _publish)
-    publish.add_argument("event_type")
-    publish.add_argument("payload", help="JSON")
-    publish.add_argument("--tenant")
-    publish.add_argument("--id", help="event id")
-
-    letters = sub.add_parser("dead-letters", help="list or replay dead letters").add_subparsers(
-        dest="action", required=True
+    messages = sub.add_parser("messages", help="look up messages").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
     )
-    listing = _api(letters.add_parser("list", help="a receiver's dead letters"), _list_letters)
+    status = _api(_parser(messages, "status", "pending, delivered or dead-lettered, with its seq"),
+                  run.message_status)
+    status.add_argument("receiver_id")
+    status.add_argument("message_id")
+
+    events = sub.add_parser("events", help="publish events").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    publish = _api(_parser(events, "publish", "publish an event to its subscribers"), run.publish)
+    publish.add_argument("event_type")
+    publish.add_argument("payload", type=argtype.payload, help="JSON, or - to read it from stdin")
+    publish.add_argument("--tenant")
+    publish.add_argument("--id", help="event id (the idempotency key)")
+    _quiet(publish, "the event's id")
+
+
+def _dead_letter_commands(sub: Any) -> None:
+    letters = sub.add_parser("dead-letters", help="list or replay dead letters").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    listing = _api(_parser(letters, "list", "a receiver's dead letters, a page (--json: with each message)"),
+                   run.list_letters)
     listing.add_argument("receiver_id")
-    listing.add_argument("--after-seq", type=int, default=0)
-    listing.add_argument("--limit", type=int, default=100)
-    replay = _api(letters.add_parser("replay", help="replay dead letters, a page at a time"), _replay)
+    listing.add_argument("--after-seq", type=argtype.not_negative, default=0)
+    listing.add_argument("--limit", type=argtype.positive, default=100)
+    replay = _api(_parser(letters, "replay", "replay dead letters, a page at a time"), run.replay)
     replay.add_argument("receiver_id")
-    replay.add_argument("--from-seq", type=int, default=1)
-    replay.add_argument("--to-seq", type=int)
-    replay.add_argument("--page", type=int, default=1000, help="dead letters per call")
+    replay.add_argument("--from-seq", type=argtype.positive, default=1)
+    replay.add_argument("--to-seq", type=argtype.positive)
+    replay.add_argument("--page", type=argtype.positive, default=1000, help="dead letters per call")
 
 
-def _api(parser: argparse.ArgumentParser, run: Command) -> argparse.ArgumentParser:
-    parser.add_argument("--json", action="store_true", help="print the API's answer as JSON")
-    parser.set_defaults(api_command=run)
+def _parser(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=text, description=text)
     return parser
+
+
+def _api(parser: argparse.ArgumentParser, command: run.Command) -> argparse.ArgumentParser:
+    parser.add_argument("--json", action="store_true", help="print the API's answer as JSON")
+    parser.add_argument("--field", metavar="PATH",
+                        help="print only this field of the answer (state.status: nested); for scripts")
+    parser.set_defaults(api_command=command)
+    return parser
+
+
+def _quiet(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("-q", "--quiet", action="store_true", help=f"print only {what}")
+
+
+# running ---------------------------------------------------------------------------
 
 
 def run_api_command(args: argparse.Namespace) -> int:
@@ -79,6 +229,9 @@ def run_api_command(args: argparse.Namespace) -> int:
         print("DISPATCHER_API_TOKEN must be set (the token the worker prints or was given)", file=sys.stderr)
         return 2
 
+    if args.field:  # picked from the API's answer as is
+        args.json, args.quiet = True, False
+
     async def go() -> Any:
         async with DispatcherClient(url, token) as client:
             return await args.api_command(client, args)
@@ -86,109 +239,37 @@ def run_api_command(args: argparse.Namespace) -> int:
     try:
         answer = asyncio.run(go())
     except ApiError as exc:
-        print(f"error: {exc.status} {exc.code}: {exc.field}: {exc.message}", file=sys.stderr)
+        where = f"{exc.field}: " if exc.field else ""  # a proxy's page names no field
+        print(f"error: {exc.status} {exc.code}: {where}{exc.message}", file=sys.stderr)
         return 1
-    except ValueError as exc:  # a payload that is not JSON
+    except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except NotReady as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"error: cannot reach {url}: {exc}", file=sys.stderr)
         return 1
-    if args.json:
-        print(orjson.dumps(answer, option=orjson.OPT_INDENT_2).decode())
-    else:
-        print(_readable(answer))
-    return 0
+    if args.field:
+        return _print_field(answer, args.field)
+    return _print(as_json(answer) if args.json and not getattr(args, "quiet", False) else readable(answer))
 
 
-def _readable(answer: Any) -> str:
-    if isinstance(answer, dict) and "table" in answer:
-        rows, columns = answer["table"], answer["columns"]
-        cells = [[c.upper() for c in columns]] + [[str(r.get(c, "")) for c in columns] for r in rows]
-        widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
-        return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells)
-    if isinstance(answer, dict):
-        return "\n".join(f"{k}: {_short(v)}" for k, v in answer.items())
-    return str(answer)
+def _print_field(answer: Any, path: str) -> int:
+    """A string as it is, null as an empty line, anything else as JSON; a missing field is exit status 1."""
+    value = answer
+    for key in path.split("."):
+        if not isinstance(value, dict) or key not in value:
+            print(f"error: the answer has no field {path!r}", file=sys.stderr)
+            return 1
+        value = value[key]
+    return _print(value if isinstance(value, str) else "" if value is None else as_json(value))
 
 
-def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else orjson.dumps(value).decode()
-    return text if len(text) <= 100 else text[:97] + "..."
-
-
-def _payload(text: str) -> Any:
+def _print(text: str) -> int:
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"payload is not JSON: {exc}") from exc
-
-
-async def _create(client: DispatcherClient, args: argparse.Namespace) -> Any:
-    fields = {"id": args.id, "event_types": args.event_types, "tenant": args.tenant}
-    return await client.create_receiver(args.url, **fields)
-
-
-async def _list_receivers(client: DispatcherClient, args: argparse.Namespace) -> Any:
-    found: list[dict[str, Any]] = []
-    cursor = None
-    disabled = None if args.disabled is None else args.disabled == "true"
-    while True:
-        page = await client.list_receivers(
-            tenant=args.tenant, event_type=args.event_type, status=args.status, disabled=disabled,
-            cursor=cursor, limit=args.page,
-        )
-        found += page["receivers"]
-        cursor = page["next_cursor"]
-        if cursor is None:
-            break
-    if args.json:
-        return {"receivers": found}
-    rows = [{**r, "event_types": ",".join(r["event_types"]) or "*"} for r in found]
-    return {"table": rows, "columns": ["id", "status", "backlog", "tenant", "event_types", "url"]}
-
-
-async def _show(client: DispatcherClient, args: argparse.Namespace) -> Any:
-    return await client.get_receiver(args.receiver_id)
-
-
-async def _state(client: DispatcherClient, args: argparse.Namespace) -> Any:
-    return await client.receiver_state(args.receiver_id)
-
-
-async def _delete(client: DispatcherClient, args: argparse.Namespace) -> Any:
-    return await client.delete_receiver(args.receiver_id)
-
-
-async def _send(client: DispatcherClient, args: argparse.Namespace) -> Any:
-    return await client.send_message(args.receiver_id, args.event_type, _payload(args.payload), id=args.id)
-
-
-async def _publish(client: DispatcherClient, args: argparse.Namespace) -> Any:
-    return await client.publish_event(args.event_type, _payload(args.payload), tenant=args.tenant, id=args.id)
-
-
-async def _list_letters(client: DispatcherClient, args: argparse.Namespace) -> Any:
-    answer = await client.dead_letters(args.receiver_id, args.after_seq, args.limit)
-    if args.json:
-        return answer
-    columns = ["seq", "msg_id", "reason", "attempts", "last_status", "detail"]
-    return {"table": answer["dead_letters"], "columns": columns}
-
-
-async def _replay(client: DispatcherClient, args: argparse.Namespace) -> Any:
-    """Page through the dead letters (a seq cursor), replaying each page's seq range; show progress."""
-    after, replayed, skipped, pages = args.from_seq - 1, 0, 0, 0
-    while True:
-        page = (await client.dead_letters(args.receiver_id, after, args.page))["dead_letters"]
-        page = [x for x in page if args.to_seq is None or x["seq"] <= args.to_seq]
-        if not page:
-            break
-        first, last = page[0]["seq"], page[-1]["seq"]
-        done = await client.replay(args.receiver_id, from_seq=first, to_seq=last, limit=args.page)
-        replayed += done["replayed"]
-        skipped += len(done["skipped_seqs"])
-        pages += 1
-        print(f"replayed {replayed} (seq {first}..{last}), skipped {skipped}", file=sys.stderr, flush=True)
-        after = last
-    return {"receiver_id": args.receiver_id, "replayed": replayed, "skipped": skipped, "pages": pages}
+        print(text, flush=True)
+    except BrokenPipeError:  # `| head` stopped reading: not an error, but stdout must not be flushed again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0

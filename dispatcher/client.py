@@ -12,13 +12,17 @@ Errors from the API raise `ApiError` with the status and the `{"code", "field",
 "message"}` the API answered. The producer writes exactly what the API would:
 the same record format and key (the receiver id for messages, the event id for
 events, with Kafka's default partitioner), so the worker cannot tell them apart.
+
+`OPERATIONS` maps each operationId of web/openapi.json to the client method
+that calls it; a test holds the two together.
 """
 
 from __future__ import annotations
 
+import enum
 import time
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import orjson
@@ -28,6 +32,52 @@ from .domain.events import Event, encode_event
 from .domain.ids import new_id
 from .domain.records import Message, encode_message_record
 
+OPERATIONS: dict[str, str] = {
+    "getHealth": "health",
+    "getReady": "ready",
+    "getOpenApiDocument": "openapi",
+    "listReceivers": "list_receivers",
+    "createReceiver": "create_receiver",
+    "getReceiver": "get_receiver",
+    "updateReceiver": "update_receiver",
+    "deleteReceiver": "delete_receiver",
+    "getReceiverState": "receiver_state",
+    "resetReceiverState": "reset_receiver_state",
+    "listReceiverEvents": "receiver_events",
+    "getMessageStatus": "message_status",
+    "pingReceiver": "ping",
+    "listAttempts": "attempts",
+    "getLastResponse": "last_response",
+    "listDeadLetters": "dead_letters",
+    "replayDeadLetters": "replay",
+    "rotateReceiverSecret": "rotate_secret",
+    "verifyReceiver": "verify",
+    "pauseReceiver": "pause",
+    "resumeReceiver": "resume",
+    "enableReceiver": "enable",
+    "disableReceiver": "disable",
+    "sendMessage": "send_message",
+    "sendMessageBatch": "send_messages",
+    "publishEvent": "publish_event",
+}
+
+# The API's code for "no such receiver"; last-response answers a 404 with another code for "no attempt yet".
+UNKNOWN_RECEIVER = "not_found"
+ERROR_TEXT_MAX = 2000  # characters of a non-JSON error body (a proxy's HTML page) kept in the message
+
+Signing = Literal["hmac-sha256", "ed25519"]
+Ordering = Literal["strict", "none"]
+Overflow = Literal["", "dead_letter_oldest", "reject"]
+
+
+class Unset(enum.Enum):
+    """The default of a receiver field that is not sent (None is sent, as JSON null)."""
+
+    UNSET = "UNSET"
+
+
+UNSET = Unset.UNSET
+
 
 class ApiError(Exception):
     def __init__(self, status: int, code: str, field: str, message: str) -> None:
@@ -35,8 +85,24 @@ class ApiError(Exception):
         self.status, self.code, self.field, self.message = status, code, field, message
 
 
+def error_of(status: int, raw: bytes) -> ApiError:
+    """The API's `{"error": {code, field, message}}`, or any other body (a proxy's HTML page) as text."""
+    try:
+        answer = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        answer = None
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if isinstance(error, dict):
+        return ApiError(status, str(error.get("code", "error")), str(error.get("field", "")),
+                        str(error.get("message", "")))
+    text = raw.decode("utf-8", "replace").strip()
+    if len(text) > ERROR_TEXT_MAX:
+        text = text[:ERROR_TEXT_MAX] + f"... ({len(text) - ERROR_TEXT_MAX} more characters)"
+    return ApiError(status, "error", "", text)
+
+
 class DispatcherClient:
-    """Typed async methods over `/v1`; one aiohttp session, closed by `close()` or `async with`."""
+    """Typed async methods over the HTTP API; one aiohttp session, closed by `close()` or `async with`."""
 
     def __init__(self, base_url: str, token: str, timeout: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
@@ -56,24 +122,85 @@ class DispatcherClient:
     async def close(self) -> None:
         await self._session.close()
 
-    async def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
-        """Call the API; return the decoded answer, or raise `ApiError`."""
+    async def request(
+        self, method: str, path: str, body: Any = None, *, accept: tuple[int, ...] = (), **params: Any
+    ) -> Any:
+        """Call the API: the decoded answer; `ApiError` for a status >= 400 that is not in `accept`."""
         query = {k: str(v) for k, v in params.items() if v is not None}
         data = orjson.dumps(body) if body is not None else None
         async with self._session.request(method, self.base_url + path, data=data, params=query) as resp:
             raw = await resp.read()
-            answer = orjson.loads(raw) if raw else None
-            if resp.status >= 400:
-                error = (answer or {}).get("error", {}) if isinstance(answer, dict) else {}
-                raise ApiError(resp.status, error.get("code", "error"), error.get("field", ""),
-                               error.get("message", raw.decode("utf-8", "replace")[:200]))
-            return answer
+            if resp.status >= 400 and resp.status not in accept:
+                raise error_of(resp.status, raw)
+            try:
+                return orjson.loads(raw) if raw else None
+            except orjson.JSONDecodeError:
+                raise ApiError(resp.status, "invalid_response", "", "the answer is not JSON: "
+                               + raw.decode("utf-8", "replace")[:ERROR_TEXT_MAX]) from None
+
+    # the worker --------------------------------------------------------------------
+
+    async def health(self) -> dict[str, Any]:
+        """GET /healthz: `{"status": "ok"}` while the process lives."""
+        return await self.request("GET", "/healthz")
+
+    async def ready(self) -> dict[str, Any]:
+        """GET /readyz: `status` ready or starting (a 503 is returned, not raised), and the figures."""
+        return await self.request("GET", "/readyz", accept=(503,))
+
+    async def openapi(self) -> dict[str, Any]:
+        """GET /openapi.json: the API's OpenAPI 3.1 document."""
+        return await self.request("GET", "/openapi.json")
 
     # receivers -------------------------------------------------------------------
 
-    async def create_receiver(self, url: str, **fields: Any) -> dict[str, Any]:
-        """Create (or, with an existing `id`, replace) a receiver; the answer holds its new secret."""
-        return await self.request("POST", "/v1/receivers", {"url": url, **_present(fields)})
+    async def create_receiver(
+        self, url: str, *, id: str | Unset = UNSET, event_types: list[str] | Unset = UNSET,
+        tenant: str | Unset | None = UNSET, secret: str | Unset = UNSET, signing: Signing | Unset = UNSET,
+        headers: dict[str, str] | Unset = UNSET, authorization: str | Unset = UNSET,
+        verify: bool | Unset = UNSET, retry: dict[str, Any] | Unset | None = UNSET,
+        ordering: Ordering | Unset = UNSET, max_in_flight: int | Unset = UNSET,
+        rate_limit: float | Unset | None = UNSET, batch_max: int | Unset = UNSET,
+        batch_max_bytes: int | Unset = UNSET, backlog_max: int | Unset = UNSET,
+        backlog_max_bytes: int | Unset = UNSET, backlog_overflow: Overflow | Unset = UNSET, **extra: Any,
+    ) -> dict[str, Any]:
+        """Create (or, with an existing `id`, replace) a receiver: its view, with the new secret shown once.
+
+        Fields left UNSET are not sent; `extra` passes fields this client does not name yet.
+        """
+        fields = {
+            "url": url, "id": id, "event_types": event_types, "tenant": tenant, "secret": secret,
+            "signing": signing, "headers": headers, "authorization": authorization, "verify": verify,
+            "retry": retry, "ordering": ordering, "max_in_flight": max_in_flight, "rate_limit": rate_limit,
+            "batch_max": batch_max, "batch_max_bytes": batch_max_bytes, "backlog_max": backlog_max,
+            "backlog_max_bytes": backlog_max_bytes, "backlog_overflow": backlog_overflow,
+        }
+        return await self.request("POST", "/v1/receivers", {**_given(fields), **extra})
+
+    async def update_receiver(
+        self, receiver_id: str, *, url: str | Unset = UNSET, event_types: list[str] | Unset = UNSET,
+        tenant: str | Unset | None = UNSET, secret: str | Unset = UNSET, signing: Signing | Unset = UNSET,
+        headers: dict[str, str] | Unset = UNSET, authorization: str | Unset = UNSET,
+        verify: bool | Unset = UNSET, retry: dict[str, Any] | Unset | None = UNSET,
+        ordering: Ordering | Unset = UNSET, max_in_flight: int | Unset = UNSET,
+        rate_limit: float | Unset | None = UNSET, batch_max: int | Unset = UNSET,
+        batch_max_bytes: int | Unset = UNSET, backlog_max: int | Unset = UNSET,
+        backlog_max_bytes: int | Unset = UNSET, backlog_overflow: Overflow | Unset = UNSET, **extra: Any,
+    ) -> dict[str, Any]:
+        """PATCH the named fields (None sends null: `tenant=None` clears it): the receiver's view.
+
+        A new `secret` or `signing` kind is shown once in the answer, as on create.
+        """
+        fields = {
+            "url": url, "event_types": event_types, "tenant": tenant, "secret": secret,
+            "signing": signing, "headers": headers, "authorization": authorization, "verify": verify,
+            "retry": retry, "ordering": ordering, "max_in_flight": max_in_flight, "rate_limit": rate_limit,
+            "batch_max": batch_max, "batch_max_bytes": batch_max_bytes, "backlog_max": backlog_max,
+            "backlog_max_bytes": backlog_max_bytes, "backlog_overflow": backlog_overflow,
+        }
+        return await self.request("PATCH", f"/v1/receivers/{receiver_id}", {**_given(fields), **extra})
+
+    patch_receiver = update_receiver  # the name before 0.2
 
     async def list_receivers(
         self, *, tenant: str | None = None, event_type: str | None = None, status: str | None = None,
@@ -85,30 +212,103 @@ class DispatcherClient:
                                   disabled=flag, cursor=cursor, limit=limit)
 
     async def get_receiver(self, receiver_id: str) -> dict[str, Any]:
+        """The receiver's config (no secrets) with its delivery `state`."""
         return await self.request("GET", f"/v1/receivers/{receiver_id}")
 
-    async def patch_receiver(self, receiver_id: str, **fields: Any) -> dict[str, Any]:
-        return await self.request("PATCH", f"/v1/receivers/{receiver_id}", fields)
-
     async def delete_receiver(self, receiver_id: str) -> dict[str, Any]:
+        """Dead-letter the backlog and remove the receiver: `deleted` true, or false while still going."""
         return await self.request("DELETE", f"/v1/receivers/{receiver_id}")
 
     async def receiver_state(self, receiver_id: str) -> dict[str, Any]:
+        """The actor's live state, read on the worker that owns it (`owner`)."""
         return await self.request("GET", f"/v1/receivers/{receiver_id}/state")
 
+    async def reset_receiver_state(self, receiver_id: str) -> dict[str, Any]:
+        """Dead-letter the backlog and drop counters and history (for testing): the fresh state.
+
+        The config stays and seqs carry on. While a big backlog is still going, `status` is `resetting`.
+        """
+        return await self.request("DELETE", f"/v1/receivers/{receiver_id}/state", confirm="reset")
+
     async def control(self, receiver_id: str, action: str, reason: str = "") -> dict[str, Any]:
-        """`pause`, `resume`, `enable` or `disable`."""
+        """`pause`, `resume`, `enable` or `disable`, applied: the receiver's view."""
         return await self.request("POST", f"/v1/receivers/{receiver_id}/{action}", {"reason": reason})
 
+    async def pause(self, receiver_id: str, reason: str = "") -> dict[str, Any]:
+        """Hold deliveries (messages are still taken in): the receiver's view."""
+        return await self.control(receiver_id, "pause", reason)
+
+    async def resume(self, receiver_id: str, reason: str = "") -> dict[str, Any]:
+        """Deliver again after a pause: the receiver's view."""
+        return await self.control(receiver_id, "resume", reason)
+
+    async def enable(self, receiver_id: str, reason: str = "") -> dict[str, Any]:
+        """Deliver again after a disable: the receiver's view."""
+        return await self.control(receiver_id, "enable", reason)
+
+    async def disable(self, receiver_id: str, reason: str = "") -> dict[str, Any]:
+        """Stop delivering, with a reason shown in its state: the receiver's view."""
+        return await self.control(receiver_id, "disable", reason)
+
+    async def rotate_secret(
+        self, receiver_id: str, *, grace_seconds: float | None = None, signing: Signing | None = None,
+        secret: str | None = None,
+    ) -> dict[str, Any]:
+        """Sign with a new secret (given, or made); the old one also signs for `grace_seconds` (default 24 h).
+
+        The answer is the receiver's view with the new `secret` (or `public_key`), shown this once.
+        """
+        body = _present({"grace_seconds": grace_seconds, "signing": signing, "secret": secret})
+        return await self.request("POST", f"/v1/receivers/{receiver_id}/secrets/rotate", body)
+
+    async def verify(self, receiver_id: str) -> dict[str, Any]:
+        """Run the verification handshake again: the receiver's view, with `verified` and `verification`.
+
+        A receiver whose `verify` is false answers 409 `verification_off`.
+        """
+        return await self.request("POST", f"/v1/receivers/{receiver_id}/verify")
+
+    async def ping(self, receiver_id: str) -> dict[str, Any]:
+        """Send a `webhook.ping` now: `ok`, `status`, `error`, `latency_ms`, `headers`, `body_prefix`."""
+        return await self.request("POST", f"/v1/receivers/{receiver_id}/ping")
+
     async def attempts(self, receiver_id: str, limit: int = 50) -> list[dict[str, Any]]:
+        """The attempt log, newest first."""
         return (await self.request("GET", f"/v1/receivers/{receiver_id}/attempts", limit=limit))["attempts"]
 
+    async def last_response(self, receiver_id: str) -> dict[str, Any] | None:
+        """The newest attempt, or None before the first one; an unknown receiver raises `ApiError`."""
+        try:
+            return await self.request("GET", f"/v1/receivers/{receiver_id}/last-response")
+        except ApiError as exc:
+            if exc.status == 404 and exc.code != UNKNOWN_RECEIVER:
+                return None
+            raise
+
+    async def receiver_events(self, receiver_id: str, after_seq: int = 0, limit: int = 100) -> dict[str, Any]:
+        """Catch-up, in seq order: `{"events": [...], "next_after_seq", "retained_seconds"}`.
+
+        Each event has the delivered body's fields (`seq`, `id`, `type`, `timestamp`, `data`), its
+        `status` (pending, delivered, dead_lettered) and `settled_at`; `next_after_seq` is None on
+        the last page. Settled messages are kept `retained_seconds`.
+        """
+        path = f"/v1/receivers/{receiver_id}/events"
+        return await self.request("GET", path, after_seq=after_seq, limit=limit)
+
     async def dead_letters(self, receiver_id: str, after_seq: int = 0, limit: int = 100) -> dict[str, Any]:
+        """Dead letters in seq order: `{"dead_letters": [...], "next_after_seq"}` (None on the last page)."""
         path = f"/v1/receivers/{receiver_id}/dead-letters"
         return await self.request("GET", path, after_seq=after_seq, limit=limit)
 
-    async def replay(self, receiver_id: str, **selector: Any) -> dict[str, Any]:
-        """Replay dead letters: all, or `from_seq`/`to_seq`, or `since`/`until`; `limit` caps one call."""
+    async def replay(
+        self, receiver_id: str, *, from_seq: int | None = None, to_seq: int | None = None,
+        since: float | None = None, until: float | None = None, limit: int | None = None,
+    ) -> dict[str, Any]:
+        """Replay dead letters as new messages: `{"replayed", "messages", "skipped_seqs"}`.
+
+        All of them, or a seq range, or a dead-letter time range (epoch seconds); `limit` caps one call.
+        """
+        selector = {"from_seq": from_seq, "to_seq": to_seq, "since": since, "until": until, "limit": limit}
         return await self.request("POST", f"/v1/receivers/{receiver_id}/replay", _present(selector))
 
     # messages and events ----------------------------------------------------------
@@ -117,20 +317,23 @@ class DispatcherClient:
         self, receiver_id: str, event_type: str, payload: Any, *, id: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> dict[str, Any]:
+        """Send one message (`id` is the idempotency key): `{"id", "receiver_id"}` once accepted."""
         body = {"receiver_id": receiver_id, "event_type": event_type, "payload": payload}
         body |= _present({"id": id, "headers": headers})
         return await self.request("POST", "/v1/messages", body)
 
     async def send_messages(self, messages: list[dict[str, Any]]) -> list[str]:
-        """Up to 1,000 at once, all or none; returns their ids."""
+        """Up to 1,000 messages (`receiver_id`, `event_type`, `payload`, ...), all or none: their ids."""
         return (await self.request("POST", "/v1/messages/batch", {"messages": messages}))["ids"]
 
     async def message_status(self, receiver_id: str, message_id: str) -> dict[str, Any]:
+        """`status` pending, delivered or dead_lettered, with its `seq` (and the reason, if dead-lettered)."""
         return await self.request("GET", f"/v1/receivers/{receiver_id}/messages/{message_id}")
 
     async def publish_event(
         self, event_type: str, payload: Any, *, tenant: str | None = None, id: str | None = None
     ) -> dict[str, Any]:
+        """Publish an event to its subscribers: `{"id", "event_type", "receivers"}` (how many subscribe)."""
         body = {"event_type": event_type, "payload": payload, **_present({"tenant": tenant, "id": id})}
         return await self.request("POST", "/v1/events", body)
 
@@ -180,3 +383,7 @@ class DispatcherProducer:
 
 def _present(fields: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
+
+
+def _given(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not UNSET}

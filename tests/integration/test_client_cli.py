@@ -11,12 +11,14 @@ from typing import Any
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
 
 from dispatcher.broker import EmbeddedBroker
-from dispatcher.client import ApiError, DispatcherClient, DispatcherProducer
+from dispatcher.client import OPERATIONS, ApiError, DispatcherClient, DispatcherProducer
 from dispatcher.domain.events import copy_id
-from tests.harness import TOKEN, Delivery, Receiver, WorkerProcess, first_copies, wait_until
+from tests.harness import TOKEN, Delivery, Receiver, WorkerProcess, first_copies, wait_until, wait_until_read
 
 
 async def test_client_covers_a_receivers_life(worker: WorkerProcess) -> None:
@@ -88,10 +90,11 @@ async def test_producer_writes_what_the_worker_reads(worker: WorkerProcess, brok
         await server.stop()
 
 
-def cli(worker: WorkerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(worker: WorkerProcess, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DISPATCHER_URL": worker.url, "DISPATCHER_API_TOKEN": TOKEN}
     return subprocess.run(
-        [sys.executable, "-m", "dispatcher", *args], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "dispatcher", *args], env=env, capture_output=True, text=True, timeout=60,
+        input=stdin,
     )
 
 
@@ -131,16 +134,189 @@ async def test_cli_creates_sends_publishes_and_replays(worker: WorkerProcess) ->
         assert "replayed 2 (seq 1..2)" in run.stderr and "replayed 3 (seq 3..3)" in run.stderr
         await wait_until(lambda: len(server.completed) == 7, 30, "the event copy and three replays")
 
-        listing = ["receivers", "list", "--event-type", "cli.z", "--page", "1"]  # page by page
-        run = await asyncio.to_thread(cli, worker, *listing)
+        by_page = ["receivers", "list", "--event-type", "cli.z", "--page", "1"]  # page by page
+        run = await asyncio.to_thread(cli, worker, *by_page)
         assert run.returncode == 0, run.stderr
         table = run.stdout.splitlines()
         assert table[0].split()[:3] == ["ID", "STATUS", "BACKLOG"]
         assert [row.split()[0] for row in table[1:]] == ["cli-r"], "only receivers that would get cli.z"
 
         run = await asyncio.to_thread(cli, worker, "send", "cli-r", "cli.x", "{not json")
-        assert run.returncode == 2 and "payload is not JSON" in run.stderr
+        assert run.returncode == 2 and "argument payload: not JSON" in run.stderr
         run = await asyncio.to_thread(cli, worker, "receivers", "show", "nobody")
         assert run.returncode == 1 and "404 not_found: receiver_id" in run.stderr
     finally:
         await server.stop()
+
+
+def signed_by(secret: str, delivery: Delivery) -> bool:
+    try:
+        Webhook(secret).verify(delivery.body, delivery.headers)
+    except WebhookVerificationError:
+        return False
+    return True
+
+
+async def state_reset_letters(broker: EmbeddedBroker, app_id: str, rid: str, count: int) -> list[str]:
+    """Ids of `rid`'s messages on the dead-letter topic with reason state_reset, once `count` are there."""
+    servers = broker.url.removeprefix("kafka://")
+    topic = f"{app_id}.dead-letters"
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=servers, auto_offset_reset="earliest")
+    await consumer.start()
+    found: list[str] = []
+    try:
+        async with asyncio.timeout(30):
+            while len(found) < count:
+                batch = await consumer.getmany(timeout_ms=500)
+                for letter in (orjson.loads(r.value) for records in batch.values() for r in records):
+                    if letter["receiver_id"] == rid and letter["reason"] == "state_reset":
+                        found.append(letter["msg_id"])
+    finally:
+        await consumer.stop()
+    return found
+
+
+def messages(rid: str, count: int) -> list[dict[str, Any]]:
+    return [{"receiver_id": rid, "event_type": "o.x", "payload": {"n": n}} for n in range(count)]
+
+
+async def wait_backlog(api: DispatcherClient, rid: str, count: int) -> None:
+    await wait_until_read(lambda: api.receiver_state(rid), lambda s: s["backlog"] == count, 15, "backlog")
+
+
+async def test_client_calls_every_operation(worker: WorkerProcess, broker: EmbeddedBroker) -> None:
+    server = await Receiver(echo_challenge=True).start()
+    try:
+        async with DispatcherClient(worker.url, TOKEN) as api:
+            assert await api.health() == {"status": "ok"}
+            assert (await api.ready())["status"] == "ready"
+            ids = {op["operationId"] for ops in (await api.openapi())["paths"].values()
+                   for key, op in ops.items() if key != "parameters"}
+            assert ids == set(OPERATIONS)
+
+            made = await api.create_receiver(server.url("ops"), id="ops-r", tenant=None, verify=True)
+            assert made["verified"] and made["tenant"] is None
+            assert await api.last_response("ops-r") is None, "no attempt yet"
+            with pytest.raises(ApiError) as info:
+                await api.last_response("nobody")
+            assert (info.value.status, info.value.code) == (404, "not_found")
+
+            pinged = await api.ping("ops-r")
+            assert (pinged["ok"], pinged["status"]) == (True, 200)
+            assert orjson.loads(server.deliveries[-1].body)["type"] == "webhook.ping", "the ping reached it"
+            last = await wait_until_read(lambda: api.last_response("ops-r"), bool, 15, "the ping's attempt")
+            assert (last["kind"], last["status"]) == ("ping", 200)
+            assert (await api.verify("ops-r"))["verification"]["status"] == "passed"
+            assert len(server.challenges) == 2, "create and verify each sent a challenge"
+
+            rotated = await api.rotate_secret("ops-r", grace_seconds=600)
+            assert rotated["secret"] != made["secret"] and len(rotated["previous_secrets_valid_until"]) == 1
+            assert (await api.update_receiver("ops-r", tenant="ops", batch_max=1))["tenant"] == "ops"
+
+            assert (await api.pause("ops-r"))["state"]["paused"] is True
+            sent = await api.send_messages(messages("ops-r", 2))
+            await wait_backlog(api, "ops-r", 2)
+            assert (await api.resume("ops-r"))["state"]["paused"] is False
+            await wait_until(lambda: len(server.completed) == 3, 15, "the ping and two messages")
+            signed = server.completed[-1]
+            assert len(signed.headers["webhook-signature"].split()) == 2, "old and new secret sign"
+            assert signed_by(made["secret"], signed) and signed_by(rotated["secret"], signed)
+
+            events = await wait_until_read(
+                lambda: api.receiver_events("ops-r"),
+                lambda e: [x["status"] for x in e["events"]] == ["delivered"] * 2, 15, "catch-up")
+            assert [x["id"] for x in events["events"]] == sent and events["next_after_seq"] is None
+            page = await api.receiver_events("ops-r", after_seq=1, limit=1)
+            assert [x["seq"] for x in page["events"]] == [2]
+            assert [a["seq"] for a in await api.attempts("ops-r", limit=2)] == [2, 1]
+
+            disabled = (await api.disable("ops-r", reason="maintenance"))["state"]
+            assert (disabled["status"], disabled["disabled_reason"]) == ("disabled", "maintenance")
+            held = await api.send_messages(messages("ops-r", 2))
+            await wait_backlog(api, "ops-r", 2)
+            reset = await api.reset_receiver_state("ops-r")
+            assert (reset["backlog"], reset["next_seq"]) == (0, 5), "the backlog went; seqs carry on"
+            assert sorted(await state_reset_letters(broker, worker.app_id, "ops-r", 2)) == sorted(held)
+            assert (await api.enable("ops-r"))["state"]["disabled"] is False
+            assert len(server.completed) == 3, "what the reset dead-lettered is never delivered"
+    finally:
+        await server.stop()
+
+
+async def test_cli_runs_every_command_with_readable_output(worker: WorkerProcess) -> None:
+    server = await Receiver(echo_challenge=True).start()
+
+    async def run(*args: str, stdin: str | None = None, status: int = 0) -> str:
+        done = await asyncio.to_thread(cli, worker, *args, stdin=stdin)
+        assert done.returncode == status, (args, done.stdout, done.stderr)
+        return done.stdout if status == 0 else done.stderr
+
+    try:
+        health, ready, document = await asyncio.gather(run("health"), run("ready"), run("openapi"))
+        assert health == "status: ok\n" and ready.startswith("status: ready\n")
+        assert len(orjson.loads(document)["paths"]) > 20
+
+        long = "v" * 300
+        create = ["receivers", "create", server.url("cmd"), "--event-type", "cmd.*", "--event-type", "cmd2.x",
+                  "--header", f"X-Long={long}", "--verify", "--rate-limit", "50", "--ordering", "strict",
+                  "--max-in-flight", "1", "--batch-max", "1", "--set", 'retry={"max_attempts": 3}', "-q"]
+        rid = (await run(*create)).strip()
+        assert rid.startswith("rcv_"), "-q prints only the id"
+        shown = await run("receivers", "show", rid)
+        lines = shown.splitlines()
+        for line in ("tenant: -", "event_types: cmd.*, cmd2.x", f"  X-Long: {long}", "  max_attempts: 3",
+                     "verified: true", "rate_limit: 50.0", "  last_response: -"):
+            assert line in lines, (line, shown)
+        assert "None" not in shown and "..." not in shown, "no Python None, nothing cut"
+        updated = await run("receivers", "update", rid, "--tenant", "acme", "--config", '{"backlog_max": 9}')
+        assert {"tenant: acme", "backlog_max: 9"} <= set(updated.splitlines())
+        show = ("receivers", "show", rid, "--field")
+        tenant, state = await asyncio.gather(run(*show, "tenant"), run(*show, "state"))
+        assert tenant == "acme\n" and orjson.loads(state)["backlog"] == 0, "--field: for scripts"
+        assert "no field 'state.x'" in await run("receivers", "show", rid, "--field", "state.x", status=1)
+
+        assert await run("receivers", "last-response", rid) == "no attempt yet\n"
+        assert {"ok: true", "status: 200"} <= set((await run("receivers", "ping", rid)).splitlines())
+        assert orjson.loads(server.deliveries[-1].body)["type"] == "webhook.ping"
+        assert "kind: ping" in await run("receivers", "last-response", rid)
+        assert "  status: passed" in await run("receivers", "verify", rid)
+        rotated = await run("receivers", "rotate-secret", rid, "--grace-seconds", "600")
+        secret = next(x for x in rotated.splitlines() if x.startswith("secret: ")).removeprefix("secret: ")
+
+        assert "  status: paused" in await run("receivers", "pause", rid)
+        msg_id = (await run("send", rid, "cmd.one", '{"n": 1}', "--id", "cmd-1", "-q")).strip()
+        batch = [{"receiver_id": rid, "event_type": "cmd.two", "payload": {"n": n}} for n in (2, 3)]
+        ids = (await run("send-batch", "-", "-q", stdin=orjson.dumps(batch).decode())).split()
+        assert msg_id == "cmd-1" and len(ids) == 2
+        status = await wait_until_text(run, ("messages", "status", rid, "cmd-1"), "status: pending")
+        assert "seq: 1" in status.splitlines()
+        assert "  status: active" in await run("receivers", "resume", rid)
+        await wait_until(lambda: len(server.completed) == 4, 15, "the ping and three messages")
+        assert len(server.completed[-1].headers["webhook-signature"].split()) == 2, "both secrets sign"
+        assert signed_by(secret, server.completed[-1]), "the rotated-in secret signs"
+
+        events = await wait_until_text(run, ("receivers", "events", rid), "    status: delivered", count=3)
+        assert all(i in events for i in ["cmd-1", *ids]) and "    data:\n      n: 1" in events
+        page = await run("receivers", "events", rid, "--after-seq", "1", "--limit", "1")
+        assert "  - seq: 2" in page and "seq: 3" not in page
+        assert "  - number:" in await run("receivers", "attempts", rid, "--limit", "1")
+        assert (await run("events", "publish", "cmd.made", "{}", "--id", "cmd-ev", "-q")).strip() == "cmd-ev"
+
+        assert "  disabled_reason: upkeep" in await run("receivers", "disable", rid, "--reason", "upkeep")
+        assert "  disabled: false" in await run("receivers", "enable", rid)
+        refused = await run("receivers", "reset-state", rid, status=2)
+        assert "add --confirm" in refused
+        assert "backlog: 0" in (await run("receivers", "reset-state", rid, "--confirm")).splitlines()
+        assert "404 not_found: receiver_id" in await run("receivers", "ping", "nobody", status=1)
+    finally:
+        await server.stop()
+
+
+async def wait_until_text(run: Any, args: tuple[str, ...], text: str, count: int = 1) -> str:
+    """Run a CLI command until its output holds `text` `count` times; its last output."""
+    for _ in range(50):
+        out: str = await run(*args)
+        if out.count(text) >= count:
+            return out
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{' '.join(args)} never showed {text!r} x{count}: {out}")

@@ -1,0 +1,95 @@
+"""The CLI's argument types: a bad value is an argparse error naming the option (exit status 2)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+SIGNING = {"hmac": "hmac-sha256", "hmac-sha256": "hmac-sha256", "ed25519": "ed25519"}
+
+
+def _json(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc}): {text[:80]!r}") from None
+
+
+def _read(source: str) -> str:
+    """`-`: stdin; `@path` or (for files) a path: the file's text."""
+    if source == "-":
+        return sys.stdin.read()
+    try:
+        return Path(source.removeprefix("@")).read_text()
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {source}: {exc.strerror}") from None
+
+
+def payload(text: str) -> Any:
+    return _json(_read(text) if text == "-" else text)
+
+
+def json_object(text: str) -> dict[str, Any]:
+    value = _json(_read(text) if text.startswith("@") else text)
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object of body fields")
+    return value
+
+
+def field(text: str) -> tuple[str, Any]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"must be FIELD=JSON, not {text!r}")
+    try:
+        return name, _json(value)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{name}: {exc} (a string needs quotes: {name}='\"...\"')") from None
+
+
+def header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"must be NAME=VALUE, not {text!r}")
+    return name.strip(), value.strip()
+
+
+def batch(source: str) -> list[Any]:
+    """A JSON list of messages, `{"messages": [...]}`, or JSON Lines (one message a line)."""
+    text = _read(source)
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        value = [_json(line) for line in text.splitlines() if line.strip()]
+    if isinstance(value, dict) and "messages" in value:
+        value = value["messages"]
+    if not isinstance(value, list):
+        raise argparse.ArgumentTypeError(f"{source}: must hold a list of messages")
+    return value
+
+
+def signing(text: str) -> str:
+    if text not in SIGNING:
+        raise argparse.ArgumentTypeError(f"must be hmac or ed25519, not {text!r}")
+    return SIGNING[text]
+
+
+def positive(text: str) -> int:
+    return _whole(text, 1)
+
+
+def not_negative(text: str) -> int:
+    return _whole(text, 0)
+
+
+def _whole(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = low - 1
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= {low}, not {text!r}")
+    return value
