@@ -162,7 +162,7 @@ async def test_readme_examples_run_as_written(tmp_path: Path) -> None:
         assert shell.returncode == 0, text[-6000:]
 
         # What the examples say happens: the listener and the four verifying receivers report it.
-        await wait_until(lambda: _count(shell_out, r"^verified msg_\S+ .*order\.shipped") >= 4, 60,
+        await wait_until(lambda: _count(shell_out, r"^verified \S+ .*order\.shipped") >= 4, 60,
                          "the four verifying receivers to get order.shipped")
         await wait_until(lambda: _count(shell_out, r"invoice\.paid .*signature ok  -> 200") >= 9, 60,
                          "nine signed deliveries at the listener")

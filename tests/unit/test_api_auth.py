@@ -4,6 +4,7 @@ of the worker's insides."""
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -184,7 +185,8 @@ async def test_readyz_without_the_token_shows_the_status_only(authorization: str
 
 
 async def test_readyz_with_the_token_shows_the_figures() -> None:
-    assert await _readyz("Bearer s3cret") == (200, {"status": "ready", "partitions": [0, 1], "in_flight": 3})
+    figures = {"status": "ready", "partitions": [0, 1], "in_flight": 3, "pid": os.getpid()}
+    assert await _readyz("Bearer s3cret") == (200, figures)
     status, body = await _readyz("Bearer s3cret", ready=False)
     assert (status, body["status"], body["in_flight"]) == (503, "starting", 3)
 
