@@ -56,6 +56,8 @@ class Settings:
     require_https: bool = True
     ca_file: str = ""  # extra CA bundle to trust (private receivers); verification stays on
     log_level: str = "info"
+    # Faust, mode and aiokafka log below this only when log_level is debug (logs.py).
+    library_log_level: str = "warning"
     # uvloop (the default) or asyncio: see dispatcher/event_loop.py
     event_loop: str = "uvloop"
     # delivery

@@ -23,7 +23,7 @@ async def test_state_rebuilt_from_changelog_after_kill9_is_complete(make_worker,
     """Kept: the local store is a prefix of the changelog and recovery reads the rest. Lost (a new
     disk): every receiver is rebuilt from the whole changelog."""
     recv = await Receiver().start()
-    worker = make_worker("a").start()
+    worker = make_worker("a", DISPATCHER_LIBRARY_LOG_LEVEL="info").start()  # the services' stops are logged
     await worker.wait_ready()
     api = Api(worker.url)
     try:
@@ -64,7 +64,7 @@ async def test_a_clean_stop_leaves_every_write_on_disk(make_worker) -> None:
     """The table's RocksDB writes skip the WAL; a clean stop must still leave them on disk, so the next
     start reads the local store instead of the changelog."""
     recv = await Receiver().start()
-    worker = make_worker("a").start()
+    worker = make_worker("a", DISPATCHER_LIBRARY_LOG_LEVEL="info").start()  # the services' stops are logged
     await worker.wait_ready()
     api = Api(worker.url)
     try:
