@@ -8,7 +8,7 @@ from aiokafka import AIOKafkaConsumer
 
 from dispatcher.broker import EmbeddedBroker
 from dispatcher.settings import Settings
-from tests.harness import Api, Receiver, WorkerProcess, wait_until, wait_until_read
+from tests.harness import Api, Delivery, Receiver, WorkerProcess, wait_until, wait_until_read
 
 
 async def dead_letter_records(worker: WorkerProcess, broker_url: str, want: int) -> list[dict]:
@@ -125,11 +125,48 @@ async def test_reset_needs_confirmation_then_drops_backlog_and_history(api: Api)
         status, state = await api.call("DELETE", f"/v1/receivers/{rid}/state?confirm=reset")
         assert status == 200, state
         fresh = (state["next_seq"], state["backlog"], state["dead_lettered"], state["paused"])
-        assert fresh == (4, 0, 0, False), "seqs carry on; backlog, counters and the pause go"
+        assert fresh == (4, 0, 3, False), "seqs carry on; backlog, pause and counters (but its own) go"
         status, letters = await api.call("GET", f"/v1/receivers/{rid}/dead-letters")
-        assert letters["dead_letters"] == [], "history dropped"
+        assert [(d["seq"], d["reason"]) for d in letters["dead_letters"]] == [
+            (1, "state_reset"), (2, "state_reset"), (3, "state_reset")
+        ], "the reset's dead letters stay"
         await api.send_batch([one])
         await wait_until(lambda: len(server.completed) == 1, 30, "the next message")
         assert server.completed[0].seq == 4, "seqs carry on after a reset"
+    finally:
+        await server.stop()
+
+
+async def test_messages_a_reset_dead_lettered_never_read_delivered(api: Api) -> None:
+    """Status is "settled and no dead letter: delivered", so a reset must keep the dead letters."""
+
+    async def refuse_second(path: str, delivery: Delivery) -> int:
+        return 400 if delivery.seq == 2 else 200
+
+    server = await Receiver(refuse_second).start()
+    try:
+        rid = (await api.create_receiver(server.url("reset-status"), id="reset-status"))["id"]
+        one = {"receiver_id": rid, "event_type": "t.x", "payload": {}}
+        before = await api.send_batch([one, one])
+        await api.eventually_state(rid, lambda s: s["delivered_seq"] == 2, 30, "delivered and refused")
+        assert (await api.call("POST", f"/v1/receivers/{rid}/pause"))[0] == 200
+        held = await api.send_batch([one] * 3)
+        await api.eventually_state(rid, lambda s: s["backlog"] == 3, 30, "3 buffered")
+        status, state = await api.call("DELETE", f"/v1/receivers/{rid}/state?confirm=reset")
+        assert (status, state["delivered_seq"]) == (200, 5), state
+
+        async def status_of(msg_id: str) -> tuple[str, str | None]:
+            code, body = await api.call("GET", f"/v1/receivers/{rid}/messages/{msg_id}")
+            assert code == 200, body
+            return body["status"], body.get("reason")
+
+        expected = [("delivered", None), ("dead_lettered", "permanent_status")]
+        assert [await status_of(m) for m in before] == expected, "what happened before the reset stands"
+        assert [await status_of(m) for m in held] == [("dead_lettered", "state_reset")] * 3
+        status, body = await api.call("GET", f"/v1/receivers/{rid}/events?after_seq=0")
+        assert status == 200, body
+        assert [(e["seq"], e["id"], e["status"]) for e in body["events"]] == [
+            (seq, msg_id, "dead_lettered") for seq, msg_id in zip((3, 4, 5), held, strict=True)
+        ], "the catch-up lists what the reset dead-lettered as such"
     finally:
         await server.stop()

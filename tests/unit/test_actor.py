@@ -315,6 +315,24 @@ def test_dead_letters_kept_are_capped() -> None:
     assert (state.dead_letters_kept, state.dead_lettered, trims) == (2, 3, 1)
 
 
+def test_a_reset_keeps_the_dead_letters_its_own_included() -> None:
+    """Status reads "settled and no dead letter" as delivered: no dead letter may go with a reset."""
+    policy = replace(POLICY, max_expired_per_event=2)
+    state = with_backlog(4, policy)
+    state, _ = step(state, answer(state, 400), 1.0, policy)  # seq 1: a dead letter from before
+    state, _ = step(state, Control("pause"), 2.0, policy, in_flight=True)
+    state, effects = step(state, Control("reset"), 3.0, policy)
+    kinds = [type(e).__name__ for e in io(effects)]
+    assert kinds[:3] == ["ForgetHistory", "DeadLetterHead", "DeadLetterHead"], "history first, then the purge"
+    assert (state.resetting, state.dead_lettered, state.dead_letters_kept) == (True, 2, 3)
+    state, effects = step(state, Control("reset"), 4.0, policy)  # a second reset goes on with the first
+    assert not any(isinstance(e, actor.ForgetHistory) for e in effects), "the first one's letters stay"
+    assert [(e.seq, e.reason) for e in effects if isinstance(e, DeadLetterHead)] == [(4, "state_reset")]
+    counts = (state.resetting, state.delivered_seq, state.dead_lettered, state.dead_letters_kept)
+    assert counts == (False, 4, 3, 4), "the reset's three letters counted; all four kept"
+    assert 0 < state.retain_sweep_at <= 3.0 + policy.retain, "its kept messages are swept in time"
+
+
 # circuit breaker --------------------------------------------------------------
 
 

@@ -196,9 +196,11 @@ def test_forgetting_history_takes_the_kept_messages_and_leaves_the_buffered(stor
         store.put_backlog("r1", seq, entry(seq))
     store.settle("r1", 1, settled_at=100.0)
     store.settle("r1", 2, settled_at=100.0)
+    store.put_dead_letter("r1", 2, b'{"seq":2,"reason":"max_attempts"}')
     store.forget("r1", 0, HISTORY)
     assert listed(store) == [(3, None)]
     assert [store.get_backlog("r1", seq) is None for seq in (1, 2, 3)] == [True, True, False]
+    assert store.dead_letter("r1", 2) is not None, "without it, seq 2 would read as delivered"
 
 
 def test_copies_kept_by_the_previous_layout_are_listed_and_swept(store: ActorStore) -> None:

@@ -266,9 +266,10 @@ def test_a_reset_dead_letters_the_backlog_then_starts_afresh_with_seqs_carrying_
     state, effects = w.run(Control("reset"), T0 + 5)
     assert state.resetting
     assert [e.reason for e in effects if isinstance(e, DeadLetterHead)] == ["state_reset"] * 2
+    assert isinstance(effects[0], actor.ForgetHistory), "the history goes first, the purge's letters stay"
     state, effects = decide(state, Wake(), w.facts(T0 + 6), policy)
     assert state is not None and not state.resetting
     counts = (state.next_seq, state.delivered_seq, state.backlog, state.failed_attempts, state.dead_lettered)
-    assert counts == (4, 3, 0, 0, 0), "seqs carry on; counters start again"
-    assert state.active_since == T0 + 6
-    assert any(isinstance(e, actor.ForgetHistory) for e in effects)
+    assert counts == (4, 3, 0, 0, 3), "seqs carry on; counters start again from the reset's dead letters"
+    assert state.active_since == T0 + 6 and state.dead_letters_kept == 3
+    assert not any(isinstance(e, actor.ForgetHistory) for e in effects), "the reset's letters are kept"

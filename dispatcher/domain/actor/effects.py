@@ -112,7 +112,9 @@ class Unsubscribe:
 
 @dataclass(slots=True, frozen=True)
 class ForgetHistory:
-    """Delete the receiver's attempt log and dead letters (its state was reset)."""
+    """Delete the receiver's attempt log and kept settled messages (its state is being reset).
+
+    Not its dead letters: a settled message without one would read as delivered."""
 
 
 @dataclass(slots=True, frozen=True)

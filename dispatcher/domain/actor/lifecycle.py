@@ -3,7 +3,9 @@
 Pause, resume, enable and disable change the state and let it deliver (or
 hold) from there. Delete and reset purge: the backlog is dead-lettered a
 bounded number of messages per command; then a deleted receiver's table
-entries go, and a reset one starts afresh with its seqs carrying on.
+entries go, and a reset one starts afresh with its seqs carrying on (its
+attempt log and kept messages go as the reset begins; its dead letters,
+the reset's own included, stay).
 """
 
 from __future__ import annotations
@@ -31,13 +33,25 @@ def control(step: Step, command: Control) -> None:
     elif action == "delete":
         draft.deleting = True
     elif action == "reset":
-        draft.resetting = not draft.deleting
+        _begin_reset(step)
     elif action == "enable":
         _enable(step)
     else:
         step.actions.append(Ignored(f"unknown control action {action!r}"))
         return
     advance(step)
+
+
+def _begin_reset(step: Step) -> None:
+    """The attempt log and kept messages from before go now, before the purge, so what the purge
+    settles stays readable for catch-up. Dead letters all stay (the purge's `state_reset` ones too):
+    without one, a settled message would read as delivered."""
+    draft = step.draft
+    if draft.deleting or draft.resetting:
+        return
+    draft.resetting = True
+    draft.dead_lettered = 0  # counters start again; the purge's letters are the first counted
+    step.writes.append(ForgetHistory())
 
 
 def _enable(step: Step) -> None:
@@ -83,10 +97,14 @@ def _dead_letter_some(step: Step) -> None:
 
 
 def _start_afresh(step: Step) -> None:
-    """After a reset: counters, circuit, lane, history and window go; seqs carry on (never reused)."""
+    """After a reset: counters, circuit, lane and window go; seqs carry on (never reused).
+
+    Dead letters stay (and the count the trim keeps by), and so do the messages the purge settled,
+    kept for catch-up reads until the retention sweep (hence its time carries on too).
+    """
     draft = step.draft
     step.restart(ReceiverState(
         draft.receiver_id, draft.config, next_seq=draft.next_seq, delivered_seq=draft.next_seq - 1,
-        active_since=step.now, dedup_sweep_at=draft.dedup_sweep_at,
+        active_since=step.now, dedup_sweep_at=draft.dedup_sweep_at, retain_sweep_at=draft.retain_sweep_at,
+        dead_lettered=draft.dead_lettered, dead_letters_kept=draft.dead_letters_kept,
     ))
-    step.writes.append(ForgetHistory())
