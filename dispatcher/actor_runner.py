@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from .actor_store import HISTORY, ActorStore
+from .applied import AppliedOffsets
 from .deliverer import Deliverer
 from .domain import actor
 from .domain.actor import Command, Effect, Facts, Policy, ReceiverState
@@ -66,6 +67,7 @@ class ActorRunner:
         self.clock = clock
         self._publish_subscription = publish_subscription
         self.lock = asyncio.Lock()
+        self.applied = AppliedOffsets()  # how far each requests partition is applied (consume.py marks it)
         # May an outcome be applied here now? (the partition is owned and no rebalance is under way)
         self.writable: Callable[[int], bool] = lambda partition: False
         # May this worker write its tables at all now? (the stall fence)

@@ -16,7 +16,9 @@ Read top to bottom, a record's path through the worker:
    (or, from another worker, as a record on commands: step 2);
 5. ack and commit: once applied, the record is acked; Faust commits acked
    offsets after the producer's flush (`overrides/producer.py`), which waits
-   for the table's changelog writes first.
+   for the table's changelog writes first. A request record applied (or
+   dead-lettered) is also marked in `runner.applied`, which status reads wait
+   on (`applied.py`).
 
 No Faust agent or stream carries these records: subscribing the topics goes
 through Faust's public conductor (`app.topics.add`), and the fetch loop calls
@@ -51,8 +53,13 @@ def subscribe(app: DispatcherApp, source: Any, commands_topic: str, runner: Acto
     async def apply(message: Any) -> None:
         await apply_record(message, commands_topic, runner)
 
+    def positioned(tp: Any, offset: int) -> None:
+        if tp.topic == runner.requests_topic:
+            runner.applied.positioned(tp.partition, offset)
+
     for topic in source.topics:
         app.direct_sources[topic] = apply
+    app.seek_hooks.append(positioned)
     app.topics.add(source)  # Faust's conductor subscribes it with the app's other topics
 
 
@@ -71,6 +78,8 @@ async def apply_record(msg: Any, commands_topic: str, runner: ActorRunner) -> No
     except Exception as exc:
         log.exception("cannot apply record %s[%d]@%d", msg.topic, msg.partition, msg.offset)
         await _reject(runner, receiver_id, msg, "internal_error", f"{type(exc).__name__}: {exc}")
+    if msg.topic != commands_topic:  # applied, or dead-lettered: a status read may now look for it
+        runner.applied.mark(msg.partition, msg.offset)
 
 
 def _command(runner: ActorRunner, receiver_id: str, raw: bytes) -> actor.Command:

@@ -48,6 +48,11 @@ class Ownership:
         self._rebuild: asyncio.Task[None] | None = None
 
     @property
+    def generation(self) -> int:
+        """Changes with every revocation and recovery: a wait that saw it change may hold stale answers."""
+        return self._generation
+
+    @property
     def ready(self) -> bool:
         return self.recovered and not self._app.rebalancing
 
@@ -67,6 +72,7 @@ class Ownership:
     async def on_revoked(self, sender: Any = None, revoked: Any = None, **_: Any) -> None:
         self.fence.on_revoked()
         self._runner.timers.paused = True
+        self._runner.applied.forget()  # known again from each partition's seek after the recovery
         self.recovered = False
         self._generation += 1
 
@@ -79,6 +85,7 @@ class Ownership:
         self.owned = actives
         self._runner.store.forget_cached()  # recovery may have rewritten any partition's entries
         if lost:
+            self._runner.applied.forget(lost)  # a record being applied at the revocation marked it
             self._runner.store.hand_over(lost)
             self._runner.timers.drop_partitions(lost)
             await self._runner.deliverer.drop_partitions(lost)

@@ -123,6 +123,9 @@ class DispatcherPort:
     def durable_through(self, receiver_id: str, number: int) -> bool | None:
         return self._dispatcher.store.durable_through(receiver_id, number)
 
+    async def requests_applied(self, receiver_id: str, wait: float) -> bool:
+        return await self._dispatcher.requests_applied(receiver_id, wait)
+
     # writes --------------------------------------------------------------------------------------
 
     async def produce_requests(self, records: list[tuple[str, bytes]]) -> None:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
+from faust.types import TP
 from mode import Service
 from yarl import URL
 
@@ -16,6 +17,7 @@ from web.app import setup_web, web_middlewares
 
 from . import collector
 from .actor_parts import Outlets, build_actor_parts
+from .applied import SharedEnds
 from .consume import subscribe
 from .deliverer import API_SLOTS
 from .domain.records import WAKE_RECORD, Outcome, encode_outcome
@@ -25,6 +27,7 @@ from .fanout import FanOut
 from .fence import Fence
 from .heap import HeapTrimmer
 from .http1 import Http1Transport
+from .logs import library_level
 from .overrides.app import DispatcherApp, QuietWorker
 from .overrides.highwaters import client_options
 from .ownership import Ownership
@@ -93,6 +96,7 @@ class Dispatcher:
             declare=self.topology.subscriptions.maybe_declare,
         )
         self.ownership = Ownership(app, self.names["requests"], self.runner, self.fence)
+        self._request_ends = SharedEnds(self._read_request_end)
         self.deliverer.may_post = self.ownership.may_post
         self.runner.may_write = self.fence.allows
         self._subscription_sends: dict[str, asyncio.Future[Any]] = {}  # receiver id -> unacked send
@@ -228,6 +232,38 @@ class Dispatcher:
         await self._declared.wait()
         await _send(self.topology.dead_letters, receiver_id, record)
 
+    # read your writes: requests applied --------------------------------------------
+
+    async def requests_applied(self, receiver_id: str, wait: float) -> bool:
+        """Wait (at most `wait` s) until this worker has applied the receiver's requests partition up
+        to its end as of now, so a message accepted before the call is in the table.
+
+        False when the wait ran out, or the partition's ownership changed meanwhile.
+        """
+        since, deadline = time.monotonic(), time.monotonic() + wait
+        partition, ownership = self.partition_of(receiver_id), self.ownership
+        generation = ownership.generation
+        if not (ownership.ready and partition in ownership.owned):
+            return False
+        try:
+            async with asyncio.timeout(wait):
+                end = await self._request_ends.end_after(partition, since)
+        except TimeoutError:
+            return False
+        except Exception as exc:  # noqa: BLE001 - the broker or the consumer: not sure, so not caught up
+            log.warning("cannot read the end of requests partition %d (%s: %s)",
+                        partition, type(exc).__name__, exc)
+            return False
+        applied = await self.runner.applied.reached(partition, end, deadline - time.monotonic())
+        return applied and ownership.generation == generation and partition in ownership.owned
+
+    async def _read_request_end(self, partition: int) -> int:
+        """A requests partition's true end: ListOffsets, raised to what a fetch reports (the embedded
+        broker answers ListOffsets short of a multi-record batch's end; see overrides/highwaters.py)."""
+        tp = TP(self.names["requests"], partition)
+        ends = await self.app.consumer.highwaters(tp)
+        return int(ends.get(tp) or 0)
+
     # ownership ----------------------------------------------------------------
 
     def owner_url(self, receiver_id: str) -> URL | None:
@@ -324,6 +360,7 @@ def run_worker(settings: Settings) -> int:
     prepare_data_dir(settings.data_dir)
     dispatcher = Dispatcher(settings)
     worker = QuietWorker(dispatcher.app, loglevel=settings.log_level.upper(), quiet=True, loop=loop)
+    worker.library_log_level = library_level(settings.library_log_level)
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:

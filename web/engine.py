@@ -134,6 +134,12 @@ class Engine(Protocol):
         was dropped unsent (a rebalance under a stall) and never will be."""
         ...
 
+    async def requests_applied(self, receiver_id: str, wait: float) -> bool:
+        """Wait (at most `wait` s) until this owner has applied the receiver's requests partition up to
+        its end as of the call: a message accepted before it is then in the table. False when the wait
+        ran out or the partition's ownership changed meanwhile."""
+        ...
+
     # writes: records the receivers' streams apply ------------------------------------------------
 
     async def produce_requests(self, records: list[tuple[str, bytes]]) -> None:

@@ -21,7 +21,7 @@ from dispatcher.domain.delivery_options import (
     MIN_RATE,
 )
 
-from .receiver_ops import STATUSES
+from .receiver_ops import APPLIED_WAIT, STATUSES
 
 DOC_PATH = Path(__file__).resolve().parent / "openapi.json"  # package data: served by any install
 
@@ -207,7 +207,8 @@ DEAD_LETTER_REASONS = (
     "with `reason`: `permanent_status` (answered a status not worth retrying), `max_attempts` (its last "
     "allowed attempt failed), `max_age` (undelivered past `retry.max_age`), `missing_entry` (its stored "
     "entry was lost), `backlog_full` (the oldest over a `dead_letter_oldest` cap), `receiver_deleted` "
-    "(while a delete runs) or `state_reset` (while a reset runs; the reset then clears this list). The "
+    "(while a delete runs) or `state_reset` (the backlog a reset dead-lettered; a reset keeps every dead "
+    "letter, so those messages never read delivered). The "
     "`<app_id>.dead-letters` topic gets every one of these, and also records that never got a seq: "
     "`unknown_receiver`, `accepted_before_creation`, `too_large` (a message, or an event's copies, over "
     "what a record holds), `backlog_full` (refused by a `reject` backlog), `receiver_deleted` and "
@@ -349,6 +350,14 @@ def build() -> dict[str, Any]:
                         "202": answer("still resetting", OBJ),
                     },
                     fail=(401, 404, 409, 422),
+                    description=(
+                        "The backlog is dead-lettered with reason `state_reset`, then the actor starts "
+                        "afresh: counters, circuit, lane, pause/disable, the attempt log and the settled "
+                        "messages kept for catch-up go; config and seqs carry on. Dead letters stay, from "
+                        "before the reset and its own (listed, replayable; `dead_lettered` counts the "
+                        "reset's), so those messages read `dead_lettered` (reason `state_reset` for the "
+                        "reset's) in the message status and the catch-up, never `delivered`."
+                    ),
                 ),
                 "parameters": [
                     {"name": "confirm", "in": "query", "required": True, "schema": {"enum": ["reset"]}}
@@ -392,7 +401,18 @@ def build() -> dict[str, Any]:
                         },
                     )
                 },
-                fail=(401, 404, 422),
+                fail=(401, 404, 422, 503),
+                description=(
+                    "An id this owner has not seen yet may belong to a message accepted a moment ago and "
+                    f"not applied yet: the owner then waits, at most {APPLIED_WAIT:g} seconds (normally "
+                    "milliseconds), until "
+                    "it has applied the receiver's requests up to their end as of this call, and looks "
+                    "again. So a message whose send was answered 202 before this call is never unknown. "
+                    "404 `not_found` (field `message_id`): not known once caught up (never accepted, "
+                    "accepted but dead-lettered before it got a seq, or older than the dedup window); 503 "
+                    "`unavailable`: the owner did not catch up within the wait, or the receiver's partition "
+                    "moved meanwhile; retry."
+                ),
             ),
         },
         "/v1/receivers/{receiver_id}/ping": {

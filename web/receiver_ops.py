@@ -33,6 +33,8 @@ from .routing import owner_routed, require_sure_ownership
 
 MAX_LIST = 1000
 MAX_REPLAY = 10_000
+# Seconds a status read of an id not found waits for the owner to apply what was accepted before it.
+APPLIED_WAIT = 5.0
 
 
 def _receiver(engine: Engine, request: web.Request) -> ReceiverState:
@@ -124,8 +126,9 @@ async def delete_receiver(request: web.Request) -> web.Response:
 async def reset_state(request: web.Request) -> web.Response:
     """`?confirm=reset`: dead-letter the backlog (`state_reset`), then start afresh (for testing).
 
-    Counters, circuit, lane, attempt log and dead letters go; the config stays and
-    seqs carry on, so a message id is never given a second seq.
+    Counters, circuit, lane, attempt log and kept settled messages go; dead letters
+    stay, the reset's own included (without one, a settled message reads delivered);
+    the config stays and seqs carry on, so a message id is never given a second seq.
     """
     engine = request.app[ENGINE]
     state = _receiver(engine, request)
@@ -184,15 +187,15 @@ async def events_after(request: web.Request) -> web.Response:
 
 @owner_routed
 async def message_status(request: web.Request) -> web.Response:
-    """`pending`, `delivered` or `dead_lettered`, with its seq, for a message id within the dedup window."""
+    """`pending`, `delivered` or `dead_lettered`, with its seq, for a message id within the dedup window.
+
+    An id not found yet may be accepted and not applied: it is looked up again once this owner has
+    applied the receiver's requests up to their end (at most `APPLIED_WAIT`), and only then unknown.
+    """
     engine = request.app[ENGINE]
-    state = _receiver(engine, request)
-    rid = state.receiver_id
     msg_id = check_id(request.match_info["message_id"], "message_id")
-    seq = engine.seen_seq(rid, msg_id, time.time())
-    if seq is None or seq >= state.next_seq:
-        why = "not known (never accepted, or older than the dedup window)"
-        raise InvalidInput("message_id", why, code="not_found", status=404)
+    state, seq = await _accepted_seq(engine, request, msg_id)
+    rid = state.receiver_id
     body: dict[str, Any] = {"id": msg_id, "receiver_id": rid, "seq": seq}
     entry = engine.backlog_entry(rid, seq)
     if entry is not None and entry.get("time_note"):
@@ -206,6 +209,29 @@ async def message_status(request: web.Request) -> web.Response:
         reason = {k: letter[k] for k in ("reason", "detail", "at")}
         return _json({**body, "status": "dead_lettered", **reason})
     return _json({**body, "status": "delivered"})
+
+
+async def _accepted_seq(engine: Engine, request: web.Request, msg_id: str) -> tuple[ReceiverState, int]:
+    """The receiver's state and the seq it gave `msg_id`; 404 only once every message accepted before
+    this request is applied (503 if that is not sure within `APPLIED_WAIT`)."""
+    state = _receiver(engine, request)
+    seq = _seq_of(engine, state, msg_id)
+    if seq is None:
+        if not await engine.requests_applied(state.receiver_id, wait=APPLIED_WAIT):
+            raise InvalidInput("message_id", "this receiver's owner has not applied its latest messages "
+                               "yet (it is behind, or moving); retry", code="unavailable", status=503)
+        state = _receiver(engine, request)
+        seq = _seq_of(engine, state, msg_id)
+    if seq is None:
+        why = "not known (never accepted, or older than the dedup window)"
+        raise InvalidInput("message_id", why, code="not_found", status=404)
+    return state, seq
+
+
+def _seq_of(engine: Engine, state: ReceiverState, msg_id: str) -> int | None:
+    """The seq the receiver gave `msg_id`, once its state has moved past it (within the dedup window)."""
+    seq = engine.seen_seq(state.receiver_id, msg_id, time.time())
+    return None if seq is None or seq >= state.next_seq else seq
 
 
 def control_handler(action: str) -> Callable[[web.Request], Any]:

@@ -38,6 +38,9 @@ class DispatcherApp(faust.App):
         # Topic -> its records' handler, called by the consumer in place of the agent's stream
         # (`_Consumer._apply_direct`); the agent still subscribes the topic.
         self.direct_sources: dict[str, Callable[[Any], Awaitable[None]]] = {}
+        # Called with (topic partition, offset) when the consumer positions a direct source's
+        # partition at `offset`: every record below it is applied (or committed) and not handed over again.
+        self.seek_hooks: list[Callable[[Any, int], None]] = []
         # Awaited before every flush of the producer (so before every offset commit).
         self.flush_hooks: list[Callable[[], Awaitable[None]]] = []
 
@@ -70,6 +73,8 @@ class QuietWorker(faust.Worker):
     record only for the spinner to drop it; that cost more CPU than the actor.
     """
 
+    library_log_level = logging.WARNING
+
     def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
         self.spinner = None
-        quiet_libraries(logger, level)
+        quiet_libraries(logger, level, self.library_log_level)

@@ -145,6 +145,7 @@ class _Consumer(faust_aiokafka.Consumer):
             targets = {tp: starts.get(tp, 0) if at is None else at for tp, at in committed.items()}
             for tp in tps:  # the next offset to hand over (None: not known)
                 self._expected[tp] = targets[tp] if tp in targets else self._read_offset.get(tp)
+            self._positioned(targets)
         finally:
             self._seeking -= tps
         if targets:
@@ -153,11 +154,21 @@ class _Consumer(faust_aiokafka.Consumer):
     async def seek_wait(self, partitions: Mapping[Any, int]) -> None:
         # Expectation first: what arrives around the seek is judged by its offset (see perform_seek).
         self._expected.update(partitions)
+        self._positioned(partitions)
         await super().seek_wait(partitions)
 
     async def seek(self, partition: Any, offset: int) -> None:
         self._expected[partition] = offset
+        self._positioned({partition: offset})
         await super().seek(partition, offset)
+
+    def _positioned(self, offsets: Mapping[Any, int]) -> None:
+        """Tell the app's seek hooks where a direct source's partitions are read from next."""
+        app = _ours(self.app)
+        for tp, offset in offsets.items():
+            if tp.topic in app.direct_sources and offset is not None:
+                for hook in app.seek_hooks:
+                    hook(tp, offset)
 
     def _new_offset(self, tp: Any) -> int | None:
         """Faust's next offset to commit, but never past an unacked offset right after the committed one.

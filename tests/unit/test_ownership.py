@@ -137,3 +137,23 @@ async def test_a_rebuild_cut_short_by_a_rebalance_is_finished_by_the_next_recove
     await ownership._rebuild
     assert len(runner.timers) == PER_PARTITION
     assert runner.timers.due_at("p1-00000", 1) == 1000.0 and runner.timers.due_at("p0-00000", 0) is None
+
+
+async def test_applied_offsets_do_not_outlive_a_move_of_their_partition(table: Partitions) -> None:
+    """A status read must not take a partition's old progress for the new owner's (`applied.py`)."""
+    ownership, runner, app = setup(table)
+    assign(app, 0, 1)
+    await ownership.on_recovered()
+    for partition in (0, 1):
+        runner.applied.positioned(partition, 10)  # the seek after recovery
+    waiting = asyncio.ensure_future(runner.applied.reached(1, 12, 30.0))
+    await asyncio.sleep(0)
+    await ownership.on_revoked()
+    assert await waiting is False, "a wait under way when the partition may move answers not caught up"
+    runner.applied.mark(0, 11)  # the record being applied when the rebalance began finishes
+    assign(app, 1)
+    await ownership.on_recovered()
+    assert not await runner.applied.reached(0, 1, 0.01), "partition 0 left: nothing it held answers"
+    assert not await runner.applied.reached(1, 1, 0.01), "partition 1 stays, but is known from its seek"
+    runner.applied.positioned(1, 12)
+    assert await runner.applied.reached(1, 12, 0.0)
