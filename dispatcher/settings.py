@@ -49,6 +49,12 @@ class Settings:
     advertised_url: str = ""
     data_dir: Path = Path("./data")
     partitions: int = 8
+    # How the worker creates its topics when they are missing (changelog and subscriptions
+    # compacted, the others deleted by the broker's retention). 1 suits a one-broker laptop; a
+    # Kafka cluster wants 3 and min.insync.replicas 2 (0: the broker's own default). Topics that
+    # exist are left as they are.
+    topic_replication: int = 1
+    topic_min_insync_replicas: int = 0
     api_token: str = ""
     # Exceptions to the SSRF deny table: CIDRs and address:port pairs. `dev`
     # allows loopback; a worker allows nothing private unless told here.

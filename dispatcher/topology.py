@@ -36,6 +36,13 @@ def topic_names(settings: Settings) -> dict[str, str]:
     }
 
 
+def topic_config(settings: Settings) -> dict[str, str]:
+    """Kafka settings of every topic the worker creates, changelog included (its replication aside)."""
+    if settings.topic_min_insync_replicas > 0:
+        return {"min.insync.replicas": str(settings.topic_min_insync_replicas)}
+    return {}
+
+
 def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
     app = DispatcherApp(settings.app_id, **faust_config(settings, web_middlewares))
     app.fetch_max_wait_ms = settings.fetch_max_wait_ms
@@ -49,6 +56,7 @@ def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
         "value_serializer": "raw",
         "partitions": settings.partitions,
         "internal": True,  # Faust creates them with our partition count.
+        "config": topic_config(settings),
     }
     requests = app.topic(names["requests"], **raw)
     commands = app.topic(names["commands"], **raw)
@@ -60,6 +68,7 @@ def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
         partitions=settings.partitions,
         key_type=bytes,
         value_type=bytes,
+        extra_topic_configs=topic_config(settings),
         options={
             "write_buffer_size": settings.table_write_buffer,
             "max_write_buffer_number": 2,
@@ -79,7 +88,7 @@ def faust_config(settings: Settings, web_middlewares: list[Any]) -> dict[str, An
         "value_serializer": "raw",
         "datadir": str(settings.data_dir),
         "topic_partitions": settings.partitions,
-        "topic_replication_factor": 1,
+        "topic_replication_factor": settings.topic_replication,
         "table_standby_replicas": settings.standby_replicas,
         "consumer_auto_offset_reset": "earliest",
         "broker_session_timeout": settings.session_timeout,

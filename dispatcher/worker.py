@@ -39,7 +39,7 @@ from .subscription_feed import SubscriptionFeed
 from .table_writer import ChangelogTable, Fenced, StorageFailed
 from .target_guard import TargetGuard
 from .timers import PartitionTimers
-from .topology import Topology, build_topology, topic_names
+from .topology import Topology, build_topology, topic_config, topic_names
 from .transport import AiohttpTransport, Transport
 from .web_port import DispatcherPort
 
@@ -109,6 +109,7 @@ class Dispatcher:
         source = app.topic(
             self.names["requests"], self.names["commands"],
             key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True,
+            config=topic_config(settings),
         )
         subscribe(app, source, self.names["commands"], self.runner)
         self.fanout = FanOut(self.feed, self.produce_requests, self._send_dead_letter,
