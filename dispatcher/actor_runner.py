@@ -29,6 +29,7 @@ from .domain.actor import Command, Effect, Facts, Policy, ReceiverState
 from .domain.records import Message, Outcome
 from .domain.subscriptions import encode_subscription
 from .domain.untrusted import RAW_PREFIX, clean_text, raw_summary
+from .metrics import ReceiverBook
 from .table_writer import Fenced, WriteRefused
 from .timers import PartitionTimers
 
@@ -72,6 +73,7 @@ class ActorRunner:
         self.writable: Callable[[int], bool] = lambda partition: False
         # May this worker write its tables at all now? (the stall fence)
         self.may_write: Callable[[], bool] = lambda: True
+        self.book = ReceiverBook()  # the owned receivers' lag, for /metrics
 
     async def handle(self, receiver_id: str, partition: int, command: Command) -> None:
         """Apply one command decoded from a record of the receiver's partition."""
@@ -144,8 +146,12 @@ class ActorRunner:
                 await sending
         if new_state is not None and not (new_state.deleting and self.store.peek(receiver_id) is None):
             self.set_timer(new_state, partition)
+            if state is None:
+                self.book.created(partition)
         else:
             self.timers.set(receiver_id, partition, None)
+            if state is not None:
+                self.book.deleted(receiver_id, partition)
 
     def _sweep(self, state: ReceiverState, partition: int, now: float) -> actor.Wake:
         """Expired dedup entries and kept messages go on a wake; the actor learns the next expiries."""
@@ -157,6 +163,8 @@ class ActorRunner:
         return actor.Wake(dedup, retain)
 
     def set_timer(self, state: ReceiverState, partition: int) -> None:
+        """The receiver's next wake, from its newest state (which the lag book notes too)."""
+        self.book.note(state, partition)
         busy = self.deliverer.busy(state.receiver_id)
         sending = self.deliverer.in_flight_seqs(state.receiver_id)
         self.timers.set(state.receiver_id, partition, actor.next_wake(state, self.policy, busy, sending))
@@ -236,6 +244,7 @@ class ActorRunner:
             "message": bounded_content({k: entry.get(k) for k in MESSAGE_FIELDS}),
         }
         raw = encode_letter(record)
+        self.deliverer.counts.dead_letter(effect.reason)
         log.log(
             logging.DEBUG if effect.reason in PURGE_REASONS else logging.WARNING,
             "dead-lettered msg_id=%s receiver_id=%s seq=%d attempt=%d reason=%s %s",
@@ -271,6 +280,7 @@ class ActorRunner:
             "dead-lettered msg_id=%s receiver_id=%s seq=%s reason=%s %s",
             effect.msg_id, key, effect.seq, effect.reason, record["detail"][:300],
         )
+        self.deliverer.counts.dead_letter(effect.reason)
         await self._send_dead_letter(key, encode_letter(record))
 
 

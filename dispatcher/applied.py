@@ -34,6 +34,10 @@ class AppliedOffsets:
         if self._waiting:
             self._wake(partition)
 
+    def next_offset(self, partition: int) -> int | None:
+        """The offset below which every record of the partition is applied; None: not known."""
+        return self._next.get(partition)
+
     def positioned(self, partition: int, offset: int) -> None:
         """The consumer reads `partition` from `offset` next: every record below it is applied.
 

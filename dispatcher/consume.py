@@ -34,6 +34,7 @@ next is read.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from .actor_runner import ActorRunner
@@ -101,7 +102,21 @@ def _request_command(runner: ActorRunner, receiver_id: str, msg: Any) -> actor.C
     stamped = broker_time(msg.timestamp, runner.clock())  # CreateTime is the producer's word too
     record = decode_request(receiver_id, msg.value or b"", fallback_id, stamped)
     seen = runner.store.seen_seq(receiver_id, record.id, runner.clock())
+    if seen is None:  # a new message (a redelivered record is not counted twice)
+        runner.deliverer.counts.accept("fanout" if record.from_event else _source(msg.headers))
     return actor.Intake(record, seen)
+
+
+# Workers mark the request records they produce (the API's, fan-out's) with this header.
+SOURCE_HEADER = "webhook-dispatcher-source"
+_API_SOURCE = (SOURCE_HEADER, b"api")
+
+
+def _source(headers: Any) -> str:
+    """"api" for a record the API produced; "kafka" for a producer's own."""
+    if not headers:
+        return "kafka"
+    return "api" if _API_SOURCE in (headers.items() if isinstance(headers, Mapping) else headers) else "kafka"
 
 
 async def _reject(runner: ActorRunner, receiver_id: str, msg: Any, reason: str, detail: str) -> None:

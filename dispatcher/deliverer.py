@@ -41,6 +41,7 @@ from .domain.webhook import (
     build_ping,
     build_ping_headers,
 )
+from .metrics import Counts, outcome_label
 from .transport import DeliveryError, Transport, cancel_quietly
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ class Deliverer:
         # Tokens tell this worker's outcomes from those of an earlier owner.
         self._incarnation = secrets.token_hex(4)
         self._counter = 0
+        self.counts = Counts()  # the worker's, for /metrics (actor_parts.py shares one)
 
     def busy(self, receiver_id: str) -> bool:
         return receiver_id in self._jobs
@@ -192,6 +194,7 @@ class Deliverer:
         """A ping asked for through the API: posted now, outside the receiver's slot."""
         async with self._api_slots:
             outcome = await self._post_ping(receiver_id, "manual", config)
+        self.counts.attempt(outcome_label(outcome), "api", "ping", outcome.latency_ms / 1000)
         return evolve(outcome, manual=True)
 
     async def verify(self, config: ReceiverConfig) -> Verification:
@@ -264,10 +267,22 @@ class Deliverer:
             return None
         outcome = await self._post(job, entries, batching)
         _log_outcome(job, outcome)
+        self._count(job, outcome, entries, "batch" if batching else "message")
         return outcome
+
+    def _count(self, job: Job, outcome: Outcome, entries: list[dict[str, Any]], kind: str) -> None:
+        """The attempt, and on a 2xx each message's time from accepted to delivered."""
+        label = outcome_label(outcome, job.config.retry)
+        self.counts.attempt(label, job.lane, kind, outcome.latency_ms / 1000)
+        if outcome.ok:
+            observe, at = self.counts.latency_seconds.observe, outcome.at
+            for entry in entries:
+                accepted = entry.get("accepted_at") or at
+                observe(at - accepted if at > accepted else 0.0)
 
     async def _probe(self, job: Job) -> Outcome:
         outcome = evolve(await self._post_ping(job.receiver_id, job.token, job.config), attempt=job.attempt)
+        self.counts.attempt(outcome_label(outcome), job.lane, "probe", outcome.latency_ms / 1000)
         log.info(
             "probe receiver_id=%s number=%d lane=%s status=%s error=%s",
             job.receiver_id, job.attempt, job.lane, outcome.status, outcome.error,

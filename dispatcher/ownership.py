@@ -46,6 +46,8 @@ class Ownership:
         self._generation = 0  # bumped by every revocation and recovery: a stale rebuild stops
         self._unbuilt: set[int] = set()  # owned partitions whose timers are not rebuilt yet
         self._rebuild: asyncio.Task[None] | None = None
+        self._revoked_at = 0.0
+        self.recovery_seconds = 0.0  # the last rebalance, revocation to recovered (for /metrics)
 
     @property
     def generation(self) -> int:
@@ -75,6 +77,7 @@ class Ownership:
         self._runner.applied.forget()  # known again from each partition's seek after the recovery
         self.recovered = False
         self._generation += 1
+        self._revoked_at = time.monotonic()
 
     async def on_recovered(self) -> None:
         actives = {tp.partition for tp in self._app.assignor.assigned_actives() if tp.topic == self._topic}
@@ -88,6 +91,7 @@ class Ownership:
             self._runner.applied.forget(lost)  # a record being applied at the revocation marked it
             self._runner.store.hand_over(lost)
             self._runner.timers.drop_partitions(lost)
+            self._runner.book.drop_partitions(lost)
             await self._runner.deliverer.drop_partitions(lost)
         self._generation += 1
         # Gained ones, and kept ones whose rebuild a rebalance cut short.
@@ -95,11 +99,14 @@ class Ownership:
         self._unbuilt = set(rebuild)
         for partition in rebuild:  # until rebuilt, the runner sets the timers of what it touches
             self._runner.timers.drop_partitions({partition})
+        self._runner.book.drop_partitions(rebuild)  # the rebuild counts them again
         if rebuild:
             self._rebuild = asyncio.create_task(self._rebuild_timers(sorted(rebuild), self._generation))
             # On failure its partitions stay unbuilt until the next recovery.
             self._rebuild.add_done_callback(log_failure(log, "timer rebuild failed"))
         self.recovered = True
+        if self._revoked_at:
+            self.recovery_seconds = time.monotonic() - self._revoked_at
         self.fence.on_assigned()
         self._runner.timers.paused = False
         log.info("partitions owned=%s gained=%s lost=%s; rebuilding the timers of %s",
@@ -114,6 +121,7 @@ class Ownership:
         store, runner = self._runner.store, self._runner
         for partition in partitions:
             receivers = store.receivers_in_partition(partition)
+            in_partition = 0
             while True:
                 # Checked before every read: a partition handed over may have its RocksDB closed.
                 if not self._current(generation, partition):
@@ -129,9 +137,11 @@ class Ownership:
                     runner.set_timer(state, partition)
                     timers += runner.timers.due_at(state.receiver_id, partition) is not None
                 scanned += 1
+                in_partition += state is not None
                 if scanned % CHUNK == 0:
                     await asyncio.sleep(PAUSE)
             self._unbuilt.discard(partition)
+            runner.book.counted(partition, in_partition)
         log.info("timers rebuilt for partitions %s: %d receivers scanned, %d timers, %.1f s",
                  partitions, scanned, timers, time.monotonic() - started)
 

@@ -64,6 +64,11 @@ class Settings:
     log_level: str = "info"
     # Faust, mode and aiokafka log below this only when log_level is debug (logs.py).
     library_log_level: str = "warning"
+    log_format: str = "text"  # or json: one object per line (dispatcher/log_format.py)
+    # monitoring (dispatcher/metrics.py): /metrics needs this bearer token when it is set
+    metrics_token: str = ""
+    metrics_top_receivers: int = 20  # per-receiver lag series: the N oldest backlogs
+    metrics_receivers: str = ""  # comma-separated receiver ids that always get per-receiver series
     # uvloop (the default) or asyncio: see dispatcher/event_loop.py
     event_loop: str = "uvloop"
     # delivery

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -73,6 +74,10 @@ class Fenced(WriteRefused):
 
 
 def _ignore_fault(exc: BaseException) -> None:
+    return None
+
+
+def _ignore_time(seconds: float) -> None:
     return None
 
 
@@ -116,6 +121,7 @@ class ChangelogTable(Service):
         self._lock: asyncio.Lock | None = None  # one drain at a time keeps each partition's order
         self._wakeup: asyncio.Event | None = None
         self._fault: BaseException | None = None  # the first lost write; set for good
+        self.ack_seconds: Callable[[float], None] = _ignore_time  # a batch's send to ack (/metrics)
 
     @property
     def failed(self) -> bool:
@@ -316,9 +322,12 @@ class ChangelogTable(Service):
     ) -> None:
         future = await producer.send_batch(batch, topic, partition=partition)
         self._sent.setdefault(partition, deque()).append(_Sent(future, records, low))
-        future.add_done_callback(lambda done: self._on_acked(partition, done))
+        sent_at = time.monotonic()
+        future.add_done_callback(lambda done: self._on_acked(partition, done, sent_at))
 
-    def _on_acked(self, partition: int, future: asyncio.Future[Any]) -> None:
+    def _on_acked(self, partition: int, future: asyncio.Future[Any], sent_at: float = 0.0) -> None:
+        if sent_at:
+            self.ack_seconds(time.monotonic() - sent_at)
         try:
             if future.cancelled():
                 raise StorageFailed("a changelog send was cancelled")

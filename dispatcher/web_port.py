@@ -18,6 +18,7 @@ from web.engine import Engine, InFlight, WebSettings
 from .domain.actor import Policy, ReceiverState
 from .domain.records import Outcome, ReceiverConfig, Verification
 from .settings import Settings
+from .worker_metrics import exposition
 
 if TYPE_CHECKING:
     from .worker import Dispatcher
@@ -34,6 +35,7 @@ def web_settings(settings: Settings, policy: Policy) -> WebSettings:
         verify_endpoints=settings.verify_endpoints,
         secret_grace=settings.secret_grace,
         policy=policy,
+        metrics_token=settings.metrics_token,
     )
 
 
@@ -54,6 +56,9 @@ class DispatcherPort:
 
     def stats(self) -> dict[str, Any]:
         return self._dispatcher.stats()
+
+    def metrics(self) -> bytes:
+        return exposition(self._dispatcher.metrics)
 
     # ownership -----------------------------------------------------------------------------------
 

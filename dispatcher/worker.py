@@ -13,12 +13,12 @@ from faust.types import TP
 from mode import Service
 from yarl import URL
 
-from web.app import setup_web, web_middlewares
+from web.app import setup_metrics, setup_web, web_middlewares
 
 from . import collector
 from .actor_parts import Outlets, build_actor_parts
 from .applied import SharedEnds
-from .consume import subscribe
+from .consume import SOURCE_HEADER, subscribe
 from .deliverer import API_SLOTS
 from .domain.records import WAKE_RECORD, Outcome, encode_outcome
 from .event_loop import new_event_loop
@@ -27,6 +27,7 @@ from .fanout import FanOut
 from .fence import Fence
 from .heap import HeapTrimmer
 from .http1 import Http1Transport
+from .log_format import logging_config
 from .logs import library_level
 from .overrides.app import DispatcherApp, QuietWorker
 from .overrides.highwaters import client_options
@@ -42,6 +43,7 @@ from .timers import PartitionTimers
 from .topology import Topology, build_topology, topic_config, topic_names
 from .transport import AiohttpTransport, Transport
 from .web_port import DispatcherPort
+from .worker_metrics import LoopLag, worker_registry
 
 # DISPATCHER_HTTP_CLIENT: the lean client by default; aiohttp's is the fallback.
 HTTP_CLIENTS: dict[str, type[Http1Transport] | type[AiohttpTransport]] = {
@@ -54,6 +56,7 @@ log = logging.getLogger(__name__)
 OLD_CLEAN_MARKER = ".clean-shutdown"
 STORAGE_FAULT_EXIT = 75  # EX_TEMPFAIL: restart me (on room to write, or elsewhere)
 WAKE_LEASE = 30.0
+API_HEADERS = [(SOURCE_HEADER, b"api")]  # the metrics' source of an accepted message (consume.py)
 
 
 class Dispatcher:
@@ -119,9 +122,13 @@ class Dispatcher:
         self.topology.actors.on_recover(self.ownership.on_recovered)
         app.on_partitions_revoked.connect(self.ownership.on_revoked)  # type: ignore[arg-type]  # mode's stub
         self.slow_lane.deliverer = self.deliverer
+        self.loop_lag = LoopLag()
+        self.table.ack_seconds = self.deliverer.counts.changelog_seconds.observe
+        self.metrics = worker_registry(self, self.loop_lag)  # /metrics, read at scrape time
         # The background loops, each a service that owns its task; every loop ends at its stop.
         self.services: list[Service] = [
             self.table, self.fence, self.timers, self.slow_lane, HeapTrimmer(settings.heap_trim_interval),
+            self.loop_lag,
         ]
         for service in self.services:
             # Added before the app's own services (consumer, producer, tables), so started before
@@ -136,6 +143,7 @@ class Dispatcher:
         app.on_before_shutdown.connect(self._on_shutdown)  # type: ignore[arg-type]  # mode's stub
         # Faust's aiohttp driver holds the aiohttp app; the views see the worker through the port only.
         setup_web(cast(Any, app.web).web_app, DispatcherPort(self))
+        setup_metrics(cast(Any, app.web).web_app)
 
     @property
     def app(self) -> DispatcherApp:
@@ -144,8 +152,9 @@ class Dispatcher:
     # producers ----------------------------------------------------------------
 
     async def produce_requests(self, records: list[tuple[str, bytes]]) -> None:
-        """Produce to the requests topic and wait until every record is acked."""
-        await _send_all(self.topology.requests, records)
+        """Produce to the requests topic and wait until every record is acked (marked as the API's:
+        a fan-out copy says so in its value)."""
+        await _send_all(self.topology.requests, records, API_HEADERS)
 
     async def produce_commands(self, records: list[tuple[str, bytes]]) -> None:
         """Produce the API's configuration and control records to the commands topic (workers only)."""
@@ -318,9 +327,9 @@ class Dispatcher:
         }
 
 
-async def _send_all(topic: Any, records: list[tuple[str, bytes]]) -> None:
+async def _send_all(topic: Any, records: list[tuple[str, bytes]], headers: Any = None) -> None:
     """Produce records keyed by receiver id, then wait until the broker has every one."""
-    futures = [await topic.send(key=rid.encode(), value=value) for rid, value in records]
+    futures = [await topic.send(key=rid.encode(), value=value, headers=headers) for rid, value in records]
     for fut in futures:
         await fut
 
@@ -360,7 +369,8 @@ def run_worker(settings: Settings) -> int:
     loop = new_event_loop(settings.event_loop)
     prepare_data_dir(settings.data_dir)
     dispatcher = Dispatcher(settings)
-    worker = QuietWorker(dispatcher.app, loglevel=settings.log_level.upper(), quiet=True, loop=loop)
+    worker = QuietWorker(dispatcher.app, loglevel=settings.log_level.upper(), quiet=True, loop=loop,
+                         logging_config=logging_config(settings.log_format, settings.log_level))
     worker.library_log_level = library_level(settings.library_log_level)
     try:
         worker.execute_from_commandline()

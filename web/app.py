@@ -6,7 +6,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from . import api, health, receiver_list, receiver_ops, receiver_security
+from . import api, health, metrics, receiver_list, receiver_ops, receiver_security
 from .engine import ENGINE, Engine
 from .middleware import auth_middleware, errors_middleware
 
@@ -50,3 +50,7 @@ def setup_web(app: web.Application, engine: Engine) -> None:
     app.router.add_post("/v1/messages/batch", api.send_batch)
     app.router.add_post("/v1/events", api.send_event)
 
+
+def setup_metrics(app: web.Application) -> None:
+    """Serve /metrics (Prometheus' text format; not part of the API's OpenAPI document)."""
+    app.router.add_get("/metrics", metrics.metrics)

@@ -32,6 +32,7 @@ class WebSettings:
     verify_endpoints: bool  # default of a receiver's `verify`
     secret_grace: float  # default seconds a rotated-out secret still signs
     policy: Policy  # the actor's: backlog caps, wake times and retention as the actor applies them
+    metrics_token: str = ""  # /metrics needs it as a bearer token when set
 
 
 @dataclass(slots=True, frozen=True)
@@ -56,6 +57,10 @@ class Engine(Protocol):
 
     def stats(self) -> dict[str, Any]:
         """The worker's figures for /readyz (partitions, in-flight deliveries, subscriptions...)."""
+        ...
+
+    def metrics(self) -> bytes:
+        """The worker's metrics in the Prometheus text format, computed now."""
         ...
 
     # ownership: where a receiver's requests are answered -----------------------------------------

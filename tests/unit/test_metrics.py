@@ -1,0 +1,101 @@
+"""The metrics' plain counts, the lag book and the collector, without a worker."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from dispatcher.domain.actor import ReceiverState
+from dispatcher.domain.breaker import Breaker, Circuit
+from dispatcher.domain.records import Outcome, ReceiverConfig
+from dispatcher.domain.window import Slot
+from dispatcher.metrics import Counts, Histogram, ReceiverBook, outcome_label
+from dispatcher.worker_metrics import LoopLag, WorkerCollector, WorkerFigures, exposition, new_registry
+
+NOW = 1_000_000.0
+
+
+def state(rid: str, **fields: object) -> ReceiverState:
+    config = ReceiverConfig(rid, f"https://example.com/{rid}", "whsec_" + "A" * 32)
+    return ReceiverState(rid, config, **fields)
+
+
+def failing(rid: str, backlog: int, accepted_at: float) -> ReceiverState:
+    return state(rid, next_seq=backlog + 1, attempts=3, head_accepted_at=accepted_at,
+                 breaker=Breaker(Circuit.OPEN, consecutive=5))
+
+
+def outcome(status: int | None, error: str | None = None) -> Outcome:
+    ok = status is not None and 200 <= status < 300
+    return Outcome(1, "m", "t", ok, status, error, 1.0, NOW)
+
+
+@pytest.mark.parametrize(("status", "error", "retry", "label"), [
+    (204, None, None, "success"),
+    (503, None, None, "retryable"),
+    (429, None, None, "retryable"),
+    (400, None, None, "permanent"),
+    (501, None, None, "permanent"),
+    (410, None, None, "gone"),
+    (404, None, {"retryable_statuses": [404]}, "retryable"),
+    (503, None, {"permanent_statuses": [503]}, "permanent"),
+    (None, "timeout", None, "timeout"),
+    (None, "connect timeout (example.com:443)", None, "timeout"),
+    (None, "cannot connect to example.com:443: refused", None, "connect_error"),
+    (None, "blocked: 10.0.0.1 is private", None, "blocked"),
+])
+def test_outcome_labels_follow_the_receivers_retry_settings(
+    status: int | None, error: str | None, retry: dict[str, list[int]] | None, label: str
+) -> None:
+    assert outcome_label(outcome(status, error), retry) == label
+
+
+def test_histogram_buckets_are_cumulative_and_le_inclusive() -> None:
+    hist = Histogram((0.1, 1.0))
+    for value in (0.05, 0.1, 0.5, 1.0, 7.0):
+        hist.observe(value)
+    assert hist.buckets() == [("0.1", 2), ("1.0", 4), ("+Inf", 5)]
+    assert hist.total == pytest.approx(8.65)
+
+
+def test_book_keeps_only_receivers_with_something_to_report() -> None:
+    book = ReceiverBook()
+    book.counted(0, 3)
+    book.note(state("idle"), 0)
+    book.note(failing("down", 5, NOW - 60), 0)
+    book.note(state("paused", paused=True), 1)
+    assert set(book.lag) == {"down", "paused"}
+    assert book.by_status()["failing"] == 1 and book.by_status()["paused"] == 1
+    book.note(state("down", next_seq=6, delivered_seq=5), 0)  # drained: active again
+    assert set(book.lag) == {"paused"}
+    book.drop_partitions({1})
+    assert book.lag == {} and book.by_status()["active"] == 3
+
+
+def test_oldest_of_an_unordered_receiver_is_its_oldest_slot() -> None:
+    book = ReceiverBook()
+    window = (Slot(3, NOW - 5), Slot(4, NOW - 50, attempts=2))
+    book.note(state("u", next_seq=6, cursor=5, window=window), 0)
+    assert book.lag["u"].oldest == NOW - 50 and book.lag["u"].backlog == 3
+
+
+def test_ten_thousand_failing_receivers_make_a_bounded_number_of_series() -> None:
+    book = ReceiverBook()
+    book.counted(0, 10_000)
+    for n in range(10_000):
+        book.note(failing(f"rcv_{n:05d}", 1 + n % 7, NOW - n), n % 8)
+    figures = WorkerFigures(lambda: {"fast": 3, "slow": 0}, lambda: 8, lambda: dict.fromkeys(range(8), 0),
+                            lambda: 2.5, lambda: True)
+    collector = WorkerCollector(Counts(), book, figures, LoopLag(), 20, frozenset({"rcv_00000"}), lambda: NOW)
+    text = exposition(new_registry(collector)).decode()
+    families = list(text_string_to_metric_families(text))
+    series = sum(len(f.samples) for f in families)
+    per_receiver = {s.labels["receiver_id"] for f in families for s in f.samples if "receiver_id" in s.labels}
+    print(f"series with 10,000 failing receivers: {series} ({len(per_receiver)} receivers with their own)")
+    assert len(per_receiver) == 21  # the 20 oldest and the one named
+    assert "rcv_09999" in per_receiver and "rcv_00000" in per_receiver
+    assert series < 250
+    found = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families for s in f.samples}
+    assert found[("webhook_dispatcher_circuit_open_receivers", ())] == 10_000
+    assert found[("webhook_dispatcher_oldest_undelivered_age_seconds", ())] == 9_999
+    assert found[("webhook_dispatcher_receivers", (("status", "failing"),))] == 10_000
