@@ -103,7 +103,8 @@ def _request_command(runner: ActorRunner, receiver_id: str, msg: Any) -> actor.C
     record = decode_request(receiver_id, msg.value or b"", fallback_id, stamped)
     seen = runner.store.seen_seq(receiver_id, record.id, runner.clock())
     if seen is None:  # a new message (a redelivered record is not counted twice)
-        runner.deliverer.counts.accept("fanout" if record.from_event else _source(msg.headers))
+        source = "fanout" if record.from_event else _source(getattr(msg, "headers", None))
+        runner.deliverer.counts.accept(source)
     return actor.Intake(record, seen)
 
 
