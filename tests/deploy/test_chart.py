@@ -1,0 +1,288 @@
+"""The Helm chart, linted and rendered with Helm's own Go SDK; every manifest validated against a
+pinned Kubernetes version; the invariants a StatefulSet of stream workers needs, across renders."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import ipaddress
+from typing import Any
+
+import helm_python as helm
+import kubernetes_validate
+import orjson
+import pytest
+import yaml
+
+from dispatcher.domain.addresses import DENY_TABLE
+from dispatcher.settings import Settings
+from tests.deploy.chart import CHART, KUBE_VERSION, NAMESPACE, ROOT, Render, render, with_broker
+
+# The value sets the issue names, plus the ones a platform team reaches for first.
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "existing secret": {"auth": {"existingSecret": "dispatcher-tokens", "metricsTokenKey": "metrics-token"}},
+    "metrics on": {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
+                               "prometheusRule": {"enabled": True}},
+                   "auth": {"metricsTokenKey": "metrics-token"}},
+    "network policy on": {"networkPolicy": {
+        "enabled": True, "allowedCidrs": ["10.20.0.0/16"],
+        "kafkaTo": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kafka"}}}],
+        "apiFrom": [{"namespaceSelector": {"matchLabels": {"team": "payments"}}}]}},
+    "5 replicas": {"replicaCount": 5, "kafka": {"partitions": 40}},
+    "no persistence": {"persistence": {"enabled": False}, "podDisruptionBudget": {"enabled": False},
+                       "preStopSleepSeconds": 0, "image": {"digest": "sha256:" + "a" * 64}},
+    "settings": {"config": {"DISPATCHER_ALLOW_TARGETS": "10.20.0.0/16", "DISPATCHER_MAX_IN_FLIGHT": 512,
+                            "DISPATCHER_VERIFY_ENDPOINTS": True}},
+}
+# The env names the chart sets from its own values (or the pod), not through `config`.
+CHART_SET = {
+    "DISPATCHER_BROKER", "DISPATCHER_APP_ID", "DISPATCHER_PARTITIONS", "DISPATCHER_TOPIC_REPLICATION",
+    "DISPATCHER_TOPIC_MIN_INSYNC_REPLICAS", "DISPATCHER_SESSION_TIMEOUT", "DISPATCHER_STANDBY_REPLICAS",
+    "DISPATCHER_API_TOKEN", "DISPATCHER_METRICS_TOKEN", "DISPATCHER_INSTANCE_ID",
+    "DISPATCHER_ADVERTISED_URL", "DISPATCHER_WEB_HOST", "DISPATCHER_WEB_PORT", "DISPATCHER_DATA_DIR",
+}
+# Settings being added beside this chart (/metrics, logs, the UI): taken before they reach
+# dispatcher/settings.py, so their commit finds the chart ready.
+COMING = {"DISPATCHER_METRICS_TOKEN", "DISPATCHER_METRICS_TOP_RECEIVERS", "DISPATCHER_METRICS_RECEIVERS",
+          "DISPATCHER_LOG_FORMAT", "DISPATCHER_UI_SESSION_TTL"}
+# Prometheus Operator kinds: kubernetes-validate has no schema for CRDs.
+CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
+RULES = ROOT / "deploy" / "prometheus" / "webhook-dispatcher-rules.yml"
+
+
+@pytest.fixture(scope="module")
+def renders() -> dict[str, Render]:
+    return {name: render(values) for name, values in VALUE_SETS.items()}
+
+
+def schema() -> dict[str, Any]:
+    return orjson.loads((CHART / "values.schema.json").read_bytes())
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_lint_is_clean(name: str) -> None:
+    report = helm.lint(CHART, with_broker(VALUE_SETS[name]), strict=True, namespace=NAMESPACE,
+                       kube_version=f"v{KUBE_VERSION}")
+    problems = [m for m in report["messages"] if m["severity"] >= 2]  # warnings and errors
+    assert report["errors"] == [] and problems == [], report
+
+
+def test_every_manifest_validates_against_the_pinned_kubernetes(renders: dict[str, Render]) -> None:
+    checked = 0
+    for name, rendered in renders.items():
+        for manifest in rendered.manifests:
+            if manifest["kind"] in CUSTOM_KINDS:
+                continue
+            try:
+                kubernetes_validate.validate(manifest, KUBE_VERSION, strict=True)
+            except kubernetes_validate.ValidationError as exc:
+                what = f"{manifest['kind']} {manifest['metadata']['name']}"
+                raise AssertionError(f"{name}: {what}: {exc}") from exc
+            checked += 1
+    assert checked >= 6 * len(renders) - 2  # every kind but the Prometheus Operator's
+
+
+def test_the_kinds_each_value_set_renders(renders: dict[str, Render]) -> None:
+    base = ["PodDisruptionBudget", "Secret", "Service", "Service", "ServiceAccount", "StatefulSet"]
+    assert renders["defaults"].kinds() == base
+    assert renders["existing secret"].kinds() == [k for k in base if k != "Secret"]
+    assert renders["metrics on"].kinds() == sorted([*base, "PrometheusRule", "ServiceMonitor"])
+    assert renders["network policy on"].kinds() == sorted([*base, "NetworkPolicy"])
+    assert renders["no persistence"].kinds() == [k for k in base if k != "PodDisruptionBudget"]
+
+
+def test_a_statefulset_of_parallel_workers_with_a_volume_each(renders: dict[str, Render]) -> None:
+    for name, rendered in renders.items():
+        spec = rendered.statefulset["spec"]
+        assert spec["podManagementPolicy"] == "Parallel", name
+        headless = [s for s in rendered.of("Service") if s["spec"].get("clusterIP") == "None"]
+        assert [s["metadata"]["name"] for s in headless] == [spec["serviceName"]], name
+        assert headless[0]["spec"]["publishNotReadyAddresses"] is True
+        mounts = {m["name"]: m["mountPath"] for m in rendered.container["volumeMounts"]}
+        assert mounts["data"] == rendered.env()["DISPATCHER_DATA_DIR"]["value"], name
+        if name == "no persistence":
+            assert "volumeClaimTemplates" not in spec
+            continue
+        claims = spec["volumeClaimTemplates"]
+        assert [c["metadata"]["name"] for c in claims] == ["data"], name
+        assert claims[0]["spec"]["accessModes"] == ["ReadWriteOnce"]
+        retention = spec["persistentVolumeClaimRetentionPolicy"]
+        assert retention == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    assert renders["5 replicas"].statefulset["spec"]["replicas"] == 5
+
+
+def test_instance_id_and_advertised_url_come_from_the_pod_name(renders: dict[str, Render]) -> None:
+    for name, rendered in renders.items():
+        env = rendered.container["env"]
+        names = [e["name"] for e in env]
+        pod_name = names.index("POD_NAME")
+        assert env[pod_name]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+        # Kubernetes expands $(VAR) only from variables defined earlier in the list.
+        for dependent in ("DISPATCHER_INSTANCE_ID", "DISPATCHER_ADVERTISED_URL"):
+            assert names.index(dependent) > pod_name, (name, dependent)
+        by_name = rendered.env()
+        assert by_name["DISPATCHER_INSTANCE_ID"]["value"] == "$(POD_NAME)"
+        headless = rendered.statefulset["spec"]["serviceName"]
+        port = rendered.container["ports"][0]["containerPort"]
+        assert by_name["DISPATCHER_ADVERTISED_URL"]["value"] == (
+            f"http://$(POD_NAME).{headless}.{NAMESPACE}.svc.cluster.local:{port}")
+        assert by_name["DISPATCHER_WEB_HOST"]["value"] == "0.0.0.0"
+        assert by_name["DISPATCHER_WEB_PORT"]["value"] == str(port)
+
+
+def test_probes_use_the_worker_s_real_paths_and_port(renders: dict[str, Render]) -> None:
+    paths = set(orjson.loads((ROOT / "web" / "openapi.json").read_bytes())["paths"])
+    for rendered in renders.values():
+        container = rendered.container
+        ports = {p["name"] for p in container["ports"]}
+        probes = {k: container[k]["httpGet"] for k in ("startupProbe", "readinessProbe", "livenessProbe")}
+        assert probes["readinessProbe"]["path"] == "/readyz"
+        assert probes["livenessProbe"]["path"] == probes["startupProbe"]["path"] == "/healthz"
+        assert all(p["path"] in paths and p["port"] in ports for p in probes.values())
+        # A long recovery must not be mistaken for a dead worker: minutes before liveness counts.
+        startup = container["startupProbe"]
+        assert startup["periodSeconds"] * startup["failureThreshold"] >= 300
+
+
+def test_the_api_token_comes_from_a_secret_and_none_is_inline(renders: dict[str, Render]) -> None:
+    for name, rendered in renders.items():
+        env = rendered.env()
+        assert "value" not in env["DISPATCHER_API_TOKEN"], name
+        ref = env["DISPATCHER_API_TOKEN"]["valueFrom"]["secretKeyRef"]
+        secrets = rendered.of("Secret")
+        if name == "existing secret":
+            assert secrets == [], "no Secret of the chart's own when existingSecret is set"
+            assert ref == {"name": "dispatcher-tokens", "key": "api-token"}
+            assert env["DISPATCHER_METRICS_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+                "name": "dispatcher-tokens", "key": "metrics-token"}
+        else:
+            assert [s["metadata"]["name"] for s in secrets] == [ref["name"]]
+            assert ref["key"] in secrets[0]["data"]
+            assert len(secrets[0]["data"][ref["key"]]) >= 40  # generated: 40 random characters, base64
+        inline = [e["name"] for e in rendered.container["env"] if "TOKEN" in e["name"] and "value" in e]
+        assert inline == [], name
+
+
+def test_a_given_token_is_used_as_is() -> None:
+    rendered = render({"auth": {"apiToken": "s3cret-token-of-the-operator"}})
+    assert base64.b64decode(rendered.one("Secret")["data"]["api-token"]) == b"s3cret-token-of-the-operator"
+
+
+def test_every_setting_is_settable_through_values(renders: dict[str, Render]) -> None:
+    settings = {f"DISPATCHER_{f.name.upper()}" for f in dataclasses.fields(Settings)}
+    config_names = set(schema()["properties"]["config"]["propertyNames"]["enum"])
+    missing = settings - config_names - CHART_SET
+    assert not missing, (f"add {sorted(missing)} to the `config` names of {CHART}/values.schema.json "
+                         "(or set it in templates/statefulset.yaml)")
+    unknown = config_names - settings - COMING
+    assert not unknown, f"values.schema.json names settings that do not exist: {sorted(unknown)}"
+    assert not config_names & CHART_SET, "the chart sets these itself"
+    env = renders["settings"].env()
+    assert env["DISPATCHER_ALLOW_TARGETS"]["value"] == "10.20.0.0/16"
+    assert env["DISPATCHER_MAX_IN_FLIGHT"]["value"] == "512"
+    assert env["DISPATCHER_VERIFY_ENDPOINTS"]["value"] == "true"
+    for name in CHART_SET - COMING - {"DISPATCHER_METRICS_TOKEN"}:
+        assert name in env, f"the chart sets {name}"
+
+
+def test_the_schema_refuses_bad_values() -> None:
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"replicaCount": 0}, "replicaCount"),
+        ({"config": {"DISPATCHER_NO_SUCH_SETTING": "1"}}, "DISPATCHER_NO_SUCH_SETTING"),
+        ({"config": {"DISPATCHER_BROKER": "kafka://x:9092"}}, "DISPATCHER_BROKER"),  # kafka.broker sets it
+        ({"kafka": {"partitions": "many"}}, "partitions"),
+        ({"service": {"port": 70000}}, "port"),
+        ({"persistence": {"size": "ten gigs"}}, "size"),
+        ({"image": {"digest": "latest"}}, "digest"),
+        ({"probes": {"readiness": {"path": "/ready"}}}, "path"),
+        ({"replicas": 3}, "replicas"),
+    ]
+    with helm.Chart.load(CHART) as chart:
+        chart.validate_schema(chart.merge_values(with_broker()))
+        for values, named in bad:
+            with pytest.raises(helm.HelmValuesError) as caught:
+                chart.render(with_broker(values), name="x", namespace=NAMESPACE)
+            assert named in str(caught.value), (values, str(caught.value))
+        with pytest.raises(helm.HelmError, match=r"kafka\.broker is required"):
+            chart.render({}, name="x", namespace=NAMESPACE)
+
+
+def test_a_restrictive_security_context_with_a_writable_tmp(renders: dict[str, Render]) -> None:
+    for name, rendered in renders.items():
+        pod = rendered.statefulset["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["securityContext"]["runAsUser"] == 10001  # the Dockerfile's user
+        assert pod["automountServiceAccountToken"] is False
+        context = rendered.container["securityContext"]
+        assert context["readOnlyRootFilesystem"] is True and context["allowPrivilegeEscalation"] is False
+        assert context["capabilities"] == {"drop": ["ALL"]}
+        mounts = {m["mountPath"] for m in rendered.container["volumeMounts"]}
+        assert "/tmp" in mounts
+        assert rendered.env()["TMPDIR"]["value"] == "/tmp"
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "USER 10001:10001" in dockerfile
+
+
+def test_the_disruption_budget_and_services_select_the_workers(renders: dict[str, Render]) -> None:
+    rendered = renders["defaults"]
+    pod_labels = rendered.statefulset["spec"]["template"]["metadata"]["labels"]
+    selects = [rendered.one("PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
+               *(s["spec"]["selector"] for s in rendered.of("Service"))]
+    for selector in selects:
+        assert selector.items() <= pod_labels.items()
+    assert rendered.one("PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    assert rendered.statefulset["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 30
+
+
+def test_the_network_policy_keeps_receivers_off_private_ranges(renders: dict[str, Render]) -> None:
+    policy = renders["network policy on"].one("NetworkPolicy")
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    blocks = [peer["ipBlock"] for rule in policy["spec"]["egress"] for peer in rule.get("to", [])
+              if "ipBlock" in peer]
+    open_blocks = [b for b in blocks if ipaddress.ip_network(b["cidr"]).prefixlen == 0]
+    assert sorted(b["cidr"] for b in open_blocks) == ["0.0.0.0/0", "::/0"]
+    excepted = [ipaddress.ip_network(net) for b in open_blocks for net in b["except"]]
+    for network, reason in DENY_TABLE:  # the worker's own deny table, range for range
+        assert any(network.version == e.version and network.subnet_of(e) for e in excepted), (network, reason)
+    assert ipaddress.ip_network("::ffff:0:0/96") in excepted  # mapped IPv4 would bypass the v4 list
+    assert {"cidr": "10.20.0.0/16"} in blocks  # an allowed private receiver range
+    # Kafka, DNS and the other workers are named; the API port is open to the given peers only.
+    ports = [sorted(p["port"] for p in rule.get("ports", [])) for rule in policy["spec"]["egress"]]
+    assert [53, 53] in ports and [9092] in ports and ["http"] in ports
+    ingress = policy["spec"]["ingress"]
+    assert ingress[1]["from"] == VALUE_SETS["network policy on"]["networkPolicy"]["apiFrom"]
+
+
+def test_the_service_monitor_scrapes_metrics_on_the_api_port(renders: dict[str, Render]) -> None:
+    rendered = renders["metrics on"]
+    monitor = rendered.one("ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    [endpoint] = monitor["spec"]["endpoints"]
+    assert endpoint["path"] == "/metrics" and endpoint["port"] == "http"
+    assert endpoint["authorization"]["credentials"] == {"name": rendered.one("Secret")["metadata"]["name"],
+                                                       "key": "metrics-token"}
+    # It selects the headless Service alone (every pod, ready or not, scraped once).
+    selected = [s for s in rendered.of("Service")
+                if monitor["spec"]["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()]
+    assert [s["spec"].get("clusterIP") for s in selected] == ["None"]
+
+
+def test_notes_say_how_to_reach_the_api_and_warn_of_idle_workers() -> None:
+    notes = render({"replicaCount": 10, "kafka": {"partitions": 8}}).notes
+    assert "port-forward svc/hooks-webhook-dispatcher 8080:8080" in notes
+    assert "2 worker(s) will own nothing" in notes
+
+
+def test_the_prometheus_rule_is_deploy_prometheus_s_rule_file(renders: dict[str, Render]) -> None:
+    copy = CHART / "files" / "prometheus-rules.yml"
+    assert copy.read_text() == RULES.read_text(), f"copy {RULES} to {copy}"
+    rule = renders["metrics on"].one("PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["spec"] == yaml.safe_load(RULES.read_text())
+    # The rules' job="webhook-dispatcher" is what the ServiceMonitor's jobLabel gives the targets.
+    monitor = renders["metrics on"].one("ServiceMonitor")
+    headless = next(s for s in renders["metrics on"].of("Service") if s["spec"].get("clusterIP") == "None")
+    assert headless["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "webhook-dispatcher"
+    assert 'job="webhook-dispatcher"' in RULES.read_text()
