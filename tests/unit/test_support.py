@@ -105,7 +105,10 @@ def test_event_loop_setting_picks_the_loop() -> None:
     from dispatcher.event_loop import new_event_loop
 
     policy = asyncio.get_event_loop_policy()
-    before = policy.get_event_loop()
+    try:
+        before: asyncio.AbstractEventLoop | None = policy.get_event_loop()
+    except RuntimeError:  # an earlier asyncio.run() (the CLI's, run in-process) left none set
+        before = None
     try:
         for name, kind in (("uvloop", uvloop.Loop), ("asyncio", asyncio.BaseEventLoop)):
             loop = new_event_loop(name)
