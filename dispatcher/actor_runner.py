@@ -73,6 +73,8 @@ class ActorRunner:
         self.writable: Callable[[int], bool] = lambda partition: False
         # May this worker write its tables at all now? (the stall fence)
         self.may_write: Callable[[], bool] = lambda: True
+        # Told of every attempt logged (receiver id, record): the developer UI's live tail.
+        self.on_attempt: Callable[[str, bytes], None] = lambda receiver_id, record: None
         self.book = ReceiverBook()  # the owned receivers' lag, for /metrics
 
     async def handle(self, receiver_id: str, partition: int, command: Command) -> None:
@@ -209,7 +211,9 @@ class ActorRunner:
             case actor.TrimDeadLetters(_, excess):
                 self.store.trim_dead_letters(receiver_id, partition, excess)
             case actor.LogAttempt():
-                self.store.log_attempt(receiver_id, effect.number, attempt_record(effect))
+                record = attempt_record(effect)
+                self.store.log_attempt(receiver_id, effect.number, record)
+                self.on_attempt(receiver_id, record)
             case actor.DeadLetter():
                 return self.dead_letter(receiver_id, effect)
             case actor.Ignored(reason, msg_id, seq):

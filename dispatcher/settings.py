@@ -84,6 +84,7 @@ class Settings:
     # receivers
     verify_endpoints: bool = False  # default of a receiver's `verify`
     secret_grace: float = 86400.0  # how long a rotated-out secret still signs
+    ui_session_ttl: float = 43200.0  # seconds a developer-console login lasts (web/ui/session.py)
     # isolation: in-flight POSTs per worker (0: from the file-descriptor limit),
     # per host (`host_limits` overrides: "host=n,host=n"), and the slow lane's
     # own budget and pace

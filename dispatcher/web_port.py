@@ -34,6 +34,7 @@ def web_settings(settings: Settings, policy: Policy) -> WebSettings:
         require_https=settings.require_https,
         verify_endpoints=settings.verify_endpoints,
         secret_grace=settings.secret_grace,
+        ui_session_ttl=settings.ui_session_ttl,
         policy=policy,
         metrics_token=settings.metrics_token,
     )
@@ -164,6 +165,9 @@ class DispatcherPort:
         # Into the attempt log like any attempt; a 2xx may close an open circuit.
         await dispatcher.send_outcome(receiver_id, self.partition_of(receiver_id), outcome)
         return outcome
+
+    async def attempts_since(self, after: int, wait: float) -> tuple[int, list[dict[str, Any]]]:
+        return await self._dispatcher.activity.wait_since(after, wait)
 
 
 if TYPE_CHECKING:

@@ -16,6 +16,7 @@ from yarl import URL
 from web.app import setup_metrics, setup_web, web_middlewares
 
 from . import collector
+from .activity import Activity
 from .actor_parts import Outlets, build_actor_parts
 from .applied import SharedEnds
 from .consume import SOURCE_HEADER, subscribe
@@ -107,6 +108,8 @@ class Dispatcher:
         self.storage_fault: BaseException | None = None
         self._crashing: asyncio.Future[None] | None = None
         self.runner.writable = self.ownership.writable
+        self.activity = Activity()  # the developer UI's live tail and per-minute figures
+        self.runner.on_attempt = self.activity.attempt
         # internal=True: Faust declares both topics with our partition count
         # before subscribing (a broker that auto-creates would pick its own).
         source = app.topic(
@@ -239,6 +242,7 @@ class Dispatcher:
             await asyncio.shield(pending)
 
     async def _send_dead_letter(self, receiver_id: str, record: bytes) -> None:
+        self.activity.dead_letter(receiver_id, record)
         await self._declared.wait()
         await _send(self.topology.dead_letters, receiver_id, record)
 
@@ -324,6 +328,7 @@ class Dispatcher:
             "subscriptions": {"receivers": len(self.feed.index), "caught_up": self.feed.caught_up.is_set()},
             "timers": len(self.timers),
             "collector": collector.stats(),
+            "activity": self.activity.figures(),
         }
 
 

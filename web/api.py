@@ -178,11 +178,16 @@ async def poll_state(
 
 async def send_message(request: web.Request) -> web.Response:
     engine = request.app[ENGINE]
-    msg = parse_message_spec(await read_json(request), "", _new_msg_id, time.time())
+    return _json(await accept_message(engine, await read_json(request)), status=202)
+
+
+async def accept_message(engine: Engine, body: Any) -> dict[str, Any]:
+    """Check one message (the API's and the UI's) and produce it; its id once the broker has it."""
+    msg = parse_message_spec(body, "", _new_msg_id, time.time())
     _check_known(engine, msg.receiver_id, "receiver_id")
     record = _encode_checked(engine, msg, "")
     await engine.produce_requests([(msg.receiver_id, record)])
-    return _json({"id": msg.id, "receiver_id": msg.receiver_id}, status=202)
+    return {"id": msg.id, "receiver_id": msg.receiver_id}
 
 
 BATCH_MAX_MESSAGES = 1000  # the documented maxItems (openapi.json); DISPATCHER_MAX_BATCH may lower it
@@ -266,12 +271,17 @@ def _batch_too_large(size: int, cap: int, field: str) -> InvalidInput:
 async def send_event(request: web.Request) -> web.Response:
     """Publish an event to every subscribed receiver; the count is this worker's current view."""
     engine = request.app[ENGINE]
-    event = parse_event_spec(await read_json(request), _new_event_id, time.time())
+    return _json(await publish_event(engine, await read_json(request)), status=202)
+
+
+async def publish_event(engine: Engine, body: Any) -> dict[str, Any]:
+    """Check an event (the API's and the UI's) and produce it; its id and how many receivers match."""
+    event = parse_event_spec(body, _new_event_id, time.time())
     check_payload_size(engine.settings, event.payload, "payload")
     record = check_record_size(engine.settings, encode_event(event), "body", "event")
     receivers = await engine.count_subscribers(event.event_type, event.tenant, COUNT_SYNC_WAIT)
     await engine.produce_event(event.id, record)
-    return _json({"id": event.id, "event_type": event.event_type, "receivers": receivers}, status=202)
+    return {"id": event.id, "event_type": event.event_type, "receivers": receivers}
 
 
 def _new_event_id() -> str:

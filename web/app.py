@@ -9,6 +9,7 @@ from aiohttp import web
 from . import api, health, metrics, receiver_list, receiver_ops, receiver_security
 from .engine import ENGINE, Engine
 from .middleware import auth_middleware, errors_middleware
+from .ui import setup_ui
 
 
 class TokenSettings(Protocol):
@@ -49,6 +50,7 @@ def setup_web(app: web.Application, engine: Engine) -> None:
     app.router.add_post("/v1/messages", api.send_message)
     app.router.add_post("/v1/messages/batch", api.send_batch)
     app.router.add_post("/v1/events", api.send_event)
+    setup_ui(app)  # the developer console under /ui/
 
 
 def setup_metrics(app: web.Application) -> None:

@@ -31,6 +31,7 @@ class WebSettings:
     require_https: bool  # receivers' URLs
     verify_endpoints: bool  # default of a receiver's `verify`
     secret_grace: float  # default seconds a rotated-out secret still signs
+    ui_session_ttl: float  # seconds a developer-console session lasts
     policy: Policy  # the actor's: backlog caps, wake times and retention as the actor applies them
     metrics_token: str = ""  # /metrics needs it as a bearer token when set
 
@@ -180,6 +181,13 @@ class Engine(Protocol):
     async def ping(self, receiver_id: str, config: ReceiverConfig) -> Outcome:
         """POST a `webhook.ping` now and report its outcome to the receiver's actor (attempt log,
         circuit)."""
+        ...
+
+    # this worker's recent activity (the developer UI's live tail) ---------------------------------
+
+    async def attempts_since(self, after: int, wait: float) -> tuple[int, list[dict[str, Any]]]:
+        """Attempts this worker logged, numbered above `after` (oldest first, the newest few hundred
+        kept), waiting at most `wait` s for one; and the newest number."""
         ...
 
 

@@ -307,6 +307,8 @@ def build() -> dict[str, Any]:
                     {"name": "event_type", "in": "query", "schema": STR},
                     {"name": "status", "in": "query", "schema": {"enum": list(STATUSES)}},
                     {"name": "disabled", "in": "query", "schema": {"enum": ["true", "false"]}},
+                    {"name": "search", "in": "query", "schema": {"type": "string", "maxLength": 200},
+                     "description": "text the receiver's id or URL contains (any case)"},
                     {"name": "cursor", "in": "query", "schema": ID},
                     LIMIT,
                 ],

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ import orjson
 from aiohttp import web
 
 from dispatcher.domain import actor
-from dispatcher.domain.actor import STATUSES, Policy, ReceiverState
+from dispatcher.domain.actor import STATUSES, ReceiverState
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.ids import check_id
 from dispatcher.domain.receiver_spec import public_view
@@ -40,9 +41,13 @@ class Filters:
     event_type: str | None = None
     status: str | None = None
     disabled: bool | None = None
+    search: str | None = None  # lower case; in the id or the URL
 
     def accept(self, state: ReceiverState) -> bool:
         config = state.config
+        text = self.search
+        if text and not (text in state.receiver_id.lower() or text in config.url.lower()):
+            return False
         if self.tenant is not None and config.tenant != self.tenant:
             return False
         if self.event_type is not None and config.event_types and not any(
@@ -66,10 +71,16 @@ def parse_filters(query: Any) -> Filters:
     disabled = query.get("disabled")
     if disabled is not None and disabled not in ("true", "false"):
         raise InvalidInput("disabled", "must be true or false")
+    search = query.get("search")
+    if search is not None and len(search) > MAX_SEARCH:
+        raise InvalidInput("search", f"must be at most {MAX_SEARCH} characters")
     return Filters(
         check_tenant(query.get("tenant"), "tenant"), event_type, status,
-        None if disabled is None else disabled == "true",
+        None if disabled is None else disabled == "true", search.lower() if search else None,
     )
+
+
+MAX_SEARCH = 200
 
 
 # States a worker reads for one page (or the page size per partition, if larger): a filter that
@@ -89,8 +100,7 @@ def local_page(engine: Engine, filters: Filters, after: str, limit: int) -> Loca
     yet passed, so nothing is skipped, and the caller goes on from there."""
     page, cut = page_of(engine.receiver_states_after(after), filters, limit, SCAN_BUDGET)
     now = time.time()
-    policy = engine.settings.policy
-    return LocalPage([_summary(state, now, policy) for state in page], cut)
+    return LocalPage([_summary(engine, state, now) for state in page], cut)
 
 
 def page_of(
@@ -124,12 +134,19 @@ def _scan(states: Any, filters: Filters, limit: int, budget: int) -> tuple[list[
     return out, None
 
 
-def _summary(state: ReceiverState, now: float, policy: Policy) -> dict[str, Any]:
+def _summary(engine: Engine, state: ReceiverState, now: float) -> dict[str, Any]:
+    latest = engine.attempts(state.receiver_id, state.attempt_no, 1)
+    last = latest[0] if latest else None
     return {
-        **public_view(state.config, now, policy),
+        **public_view(state.config, now, engine.settings.policy),
         "status": actor.status(state),
         "backlog": state.backlog,
         "delivered_seq": state.delivered_seq,
+        "circuit": state.breaker.circuit.value,
+        "lane": state.health.lane.value,
+        "oldest_undelivered_age": round(now - state.head_accepted_at, 3)
+        if state.head and state.head_accepted_at else None,
+        "last_answer": {k: last.get(k) for k in ("ok", "status", "error", "at")} if last else None,
     }
 
 
@@ -143,8 +160,17 @@ async def list_receivers(request: web.Request) -> web.Response:
     if request.query.get("local") == "true" or request.headers.get(FORWARDED):
         local = local_page(engine, filters, after, limit)
         return _json({"receivers": local.receivers, "scanned_to": local.scanned_to})
+    authorization = request.headers.get("Authorization", "")
+    return _json(await merged_page(engine, request.query, authorization, filters, after, limit))
+
+
+async def merged_page(
+    engine: Engine, query: Mapping[str, str], authorization: str, filters: Filters, after: str, limit: int
+) -> dict[str, Any]:
+    """One page of every worker's receivers (the API's and the UI's), merged by id; `query` and
+    `authorization` go to the other workers."""
     pages = await asyncio.gather(*(
-        _page_from(engine, request, url, filters, after, limit) for url in engine.worker_urls()
+        _page_from(engine, query, authorization, url, filters, after, limit) for url in engine.worker_urls()
     ))
     cuts = [p.scanned_to for p in pages if p.scanned_to is not None]
     cut = min(cuts) if cuts else None
@@ -154,16 +180,17 @@ async def list_receivers(request: web.Request) -> web.Response:
     full = len(merged) > limit or any(len(p.receivers) == limit for p in pages)
     # A page cut short by the scan budget goes on from where the scan stopped (it may be empty).
     next_cursor = page[-1]["id"] if page and full else cut
-    return _json({"receivers": page, "next_cursor": next_cursor})
+    return {"receivers": page, "next_cursor": next_cursor}
 
 
 async def _page_from(
-    engine: Engine, request: web.Request, url: Any, filters: Filters, after: str, limit: int
+    engine: Engine, query: Mapping[str, str], authorization: str, url: Any, filters: Filters, after: str,
+    limit: int,
 ) -> LocalPage:
     if str(url) == str(engine.own_url()):
         return local_page(engine, filters, after, limit)
-    target = url.with_path("/v1/receivers").with_query({**request.query, "local": "true"})
-    headers = {"Authorization": request.headers.get("Authorization", ""), FORWARDED: "1"}
+    target = url.with_path("/v1/receivers").with_query({**query, "local": "true"})
+    headers = {"Authorization": authorization, FORWARDED: "1"}
     async with engine.http_client.get(target, headers=headers) as resp:
         if resp.status != 200:
             raise InvalidInput("cursor", f"worker {url} answered {resp.status}; retry", "unavailable", 503)

@@ -38,7 +38,12 @@ APPLIED_WAIT = 5.0
 
 
 def _receiver(engine: Engine, request: web.Request) -> ReceiverState:
-    rid = check_id(request.match_info["receiver_id"], "receiver_id")
+    return receiver_here(engine, request.match_info["receiver_id"])
+
+
+def receiver_here(engine: Engine, receiver_id: str) -> ReceiverState:
+    """The receiver's state on its owner (this worker); 404 for an unknown id, 503 while it moves."""
+    rid = check_id(receiver_id, "receiver_id")
     state = engine.receiver_state(rid)
     if state is None and not engine.ready():
         # Its partition is being handed over: what this worker lacks may be the next owner's.
@@ -111,15 +116,20 @@ async def delete_receiver(request: web.Request) -> web.Response:
     200 once it is gone; 202 while a big backlog is still being dead-lettered.
     """
     engine = request.app[ENGINE]
-    state = _receiver(engine, request)
+    body, status = await delete(engine, _receiver(engine, request))
+    return _json(body, status=status)
+
+
+async def delete(engine: Engine, state: ReceiverState) -> tuple[dict[str, Any], int]:
+    """Delete the receiver (the API's and the UI's): the answer's body and status (200 gone, 202 deleting)."""
     rid = state.receiver_id
     if not state.deleting:
         await engine.produce_commands([(rid, encode_control_record(ReceiverControl("delete")))])
     _, current = await poll_state(engine, rid, lambda s: s is None)
     if current is None:
         await subscription_published(engine, rid)  # an event published next passes it by
-        return _json({"id": rid, "deleted": True, "dead_lettered": state.backlog})
-    return _json({"id": rid, "deleted": False, "status": "deleting", "backlog": current.backlog}, status=202)
+        return {"id": rid, "deleted": True, "dead_lettered": state.backlog}, 200
+    return {"id": rid, "deleted": False, "status": "deleting", "backlog": current.backlog}, 202
 
 
 @owner_routed
@@ -166,9 +176,13 @@ async def events_after(request: web.Request) -> web.Response:
     """
     engine = request.app[ENGINE]
     state = _receiver(engine, request)
-    rid = state.receiver_id
     after = _int_param(request, "after_seq", 0, 0, 2**62)
     limit = _int_param(request, "limit", 100, 1, MAX_LIST)
+    return _json(events_view(engine, state.receiver_id, after, limit))
+
+
+def events_view(engine: Engine, rid: str, after: int, limit: int) -> dict[str, Any]:
+    """The catch-up answer: up to `limit` of the receiver's messages above seq `after`."""
     found = engine.messages_after(rid, after, limit)
     events = []
     for entry, settled_at in found:
@@ -182,7 +196,7 @@ async def events_after(request: web.Request) -> web.Response:
                        "data": entry["data"], "status": status, "settled_at": settled_at})
     next_after = events[-1]["seq"] if len(events) == limit else None
     retained = engine.settings.policy.retain
-    return _json({"events": events, "next_after_seq": next_after, "retained_seconds": retained})
+    return {"events": events, "next_after_seq": next_after, "retained_seconds": retained}
 
 
 @owner_routed
@@ -193,8 +207,14 @@ async def message_status(request: web.Request) -> web.Response:
     applied the receiver's requests up to their end (at most `APPLIED_WAIT`), and only then unknown.
     """
     engine = request.app[ENGINE]
-    msg_id = check_id(request.match_info["message_id"], "message_id")
-    state, seq = await _accepted_seq(engine, request, msg_id)
+    match = request.match_info
+    return _json(await message_view(engine, match["receiver_id"], match["message_id"]))
+
+
+async def message_view(engine: Engine, receiver_id: str, message_id: str) -> dict[str, Any]:
+    """A message's status answer (the API's and the UI's), on the receiver's owner."""
+    msg_id = check_id(message_id, "message_id")
+    state, seq = await _accepted_seq(engine, receiver_id, msg_id)
     rid = state.receiver_id
     body: dict[str, Any] = {"id": msg_id, "receiver_id": rid, "seq": seq}
     entry = engine.backlog_entry(rid, seq)
@@ -203,24 +223,24 @@ async def message_status(request: web.Request) -> web.Response:
     if engine.is_pending(rid, seq):
         window = {slot.seq: slot for slot in state.window}
         attempts = window[seq].attempts if seq in window else (state.attempts if seq == state.head else 0)
-        return _json({**body, "status": "pending", "attempts": attempts})
+        return {**body, "status": "pending", "attempts": attempts}
     letter = engine.dead_letter(rid, seq)
     if letter is not None:
         reason = {k: letter[k] for k in ("reason", "detail", "at")}
-        return _json({**body, "status": "dead_lettered", **reason})
-    return _json({**body, "status": "delivered"})
+        return {**body, "status": "dead_lettered", **reason}
+    return {**body, "status": "delivered"}
 
 
-async def _accepted_seq(engine: Engine, request: web.Request, msg_id: str) -> tuple[ReceiverState, int]:
+async def _accepted_seq(engine: Engine, receiver_id: str, msg_id: str) -> tuple[ReceiverState, int]:
     """The receiver's state and the seq it gave `msg_id`; 404 only once every message accepted before
     this request is applied (503 if that is not sure within `APPLIED_WAIT`)."""
-    state = _receiver(engine, request)
+    state = receiver_here(engine, receiver_id)
     seq = _seq_of(engine, state, msg_id)
     if seq is None:
         if not await engine.requests_applied(state.receiver_id, wait=APPLIED_WAIT):
             raise InvalidInput("message_id", "this receiver's owner has not applied its latest messages "
                                "yet (it is behind, or moving); retry", code="unavailable", status=503)
-        state = _receiver(engine, request)
+        state = receiver_here(engine, receiver_id)
         seq = _seq_of(engine, state, msg_id)
     if seq is None:
         why = "not known (never accepted, or older than the dedup window)"
@@ -234,15 +254,25 @@ def _seq_of(engine: Engine, state: ReceiverState, msg_id: str) -> int | None:
     return None if seq is None or seq >= state.next_seq else seq
 
 
+# What a control record changes, to know when the owner has applied it.
+APPLIED: dict[str, Callable[[ReceiverState], bool]] = {
+    "pause": lambda s: s.paused,
+    "resume": lambda s: not s.paused,
+    "enable": lambda s: not s.disabled,
+    "disable": lambda s: s.disabled,
+}
+
+
+async def apply_control(engine: Engine, receiver_id: str, action: str, reason: str = "") -> ReceiverState:
+    """Pause, resume, enable or disable through the receiver's stream; the state once applied."""
+    record = encode_control_record(ReceiverControl(action, reason))
+    await engine.produce_commands([(receiver_id, record)])
+    return await wait_applied(engine, receiver_id, APPLIED[action])
+
+
 def control_handler(action: str) -> Callable[[web.Request], Any]:
     """POST /v1/receivers/{id}/<action>: applied by the receiver's stream; answers when applied."""
     assert action in CONTROL_ACTIONS
-    applied: dict[str, Callable[[ReceiverState], bool]] = {
-        "pause": lambda s: s.paused,
-        "resume": lambda s: not s.paused,
-        "enable": lambda s: not s.disabled,
-        "disable": lambda s: s.disabled,
-    }
 
     @owner_routed
     async def control(request: web.Request) -> web.Response:
@@ -256,9 +286,7 @@ def control_handler(action: str) -> Callable[[web.Request], Any]:
             reason = body.get("reason", "")
             if not isinstance(reason, str) or len(reason) > 500:
                 raise InvalidInput("reason", "must be a string of at most 500 characters")
-        record = encode_control_record(ReceiverControl(action, reason))
-        await engine.produce_commands([(state.receiver_id, record)])
-        state = await wait_applied(engine, state.receiver_id, applied[action])
+        state = await apply_control(engine, state.receiver_id, action, reason)
         return _json(receiver_view(engine, state, time.time()))
 
     return control
@@ -268,19 +296,21 @@ def control_handler(action: str) -> Callable[[web.Request], Any]:
 async def ping(request: web.Request) -> web.Response:
     """Send a `webhook.ping` now and answer with the receiver's response."""
     engine = request.app[ENGINE]
-    state = _receiver(engine, request)
+    return _json(await ping_receiver(engine, _receiver(engine, request)))
+
+
+async def ping_receiver(engine: Engine, state: ReceiverState) -> dict[str, Any]:
+    """POST a `webhook.ping` now; the receiver's answer (the API's and the UI's)."""
     require_sure_ownership(engine, state.receiver_id)
     outcome = await engine.ping(state.receiver_id, state.config)
-    return _json(
-        {
-            "ok": outcome.ok,
-            "status": outcome.status,
-            "error": outcome.error,
-            "latency_ms": round(outcome.latency_ms, 3),
-            "headers": outcome.headers,
-            "body_prefix": outcome.body_prefix,
-        }
-    )
+    return {
+        "ok": outcome.ok,
+        "status": outcome.status,
+        "error": outcome.error,
+        "latency_ms": round(outcome.latency_ms, 3),
+        "headers": outcome.headers,
+        "body_prefix": outcome.body_prefix,
+    }
 
 
 @owner_routed
@@ -325,8 +355,12 @@ async def replay(request: web.Request) -> web.Response:
     engine = request.app[ENGINE]
     state = _receiver(engine, request)
     body = await read_json(request) if request.can_read_body else {}
+    return _json(await replay_letters(engine, state.receiver_id, body), status=202)
+
+
+async def replay_letters(engine: Engine, rid: str, body: object) -> dict[str, Any]:
+    """Replay the dead letters `body` picks (see `replay`); what was replayed and skipped."""
     pick, limit = _replay_filter(body)
-    rid = state.receiver_id
     now = time.time()
     chosen: list[dict[str, Any]] = []
     after = 0
@@ -349,8 +383,7 @@ async def replay(request: web.Request) -> web.Response:
         records.append((rid, encode_message_record(msg)))
         replayed.append({"replay_of": letter["seq"], "original_id": letter["msg_id"], "id": msg.id})
     await engine.produce_requests(records)
-    body = {"replayed": len(replayed), "messages": replayed, "skipped_seqs": skipped}
-    return _json(body, status=202)
+    return {"replayed": len(replayed), "messages": replayed, "skipped_seqs": skipped}
 
 
 def _replay_filter(body: object) -> tuple[Callable[[dict[str, Any]], bool], int]:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 from aiohttp import web
 
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.receiver_spec import parse_rotation, public_view, rotate, secret_view, signing_kind
+from dispatcher.domain.records import ReceiverConfig
 from dispatcher.domain.signing import generate
 
 from .api import _json, read_json, store_config
-from .engine import ENGINE
+from .engine import ENGINE, Engine
 from .receiver_ops import _receiver
 from .routing import owner_routed, require_sure_ownership
 
@@ -25,13 +27,17 @@ async def rotate_secret(request: web.Request) -> web.Response:
     """
     engine = request.app[ENGINE]
     config = _receiver(engine, request).config
-    body = await read_json(request, required=False)
+    return _json(await rotate_with(engine, config, await read_json(request, required=False)))
+
+
+async def rotate_with(engine: Engine, config: ReceiverConfig, body: Any) -> dict[str, Any]:
+    """Rotate as `body` asks (the API's and the UI's); the answer shows the new secret, once."""
     secret, kind, grace = parse_rotation(body, engine.settings.secret_grace)
     now = time.time()
     new = secret or generate(kind or signing_kind(config.secret))
     rotated = rotate(config, new, now, grace)
     await store_config(engine, rotated)
-    return _json(secret_view(rotated, now, engine.settings.policy))
+    return secret_view(rotated, now, engine.settings.policy)
 
 
 @owner_routed
@@ -42,7 +48,11 @@ async def verify_endpoint(request: web.Request) -> web.Response:
     handshake there, so a result would only contradict its `verified` (always true).
     """
     engine = request.app[ENGINE]
-    config = _receiver(engine, request).config
+    return _json(await verify_again(engine, _receiver(engine, request).config))
+
+
+async def verify_again(engine: Engine, config: ReceiverConfig) -> dict[str, Any]:
+    """The handshake again, its result stored (the API's and the UI's); the receiver's public view."""
     if not config.verify:
         raise InvalidInput(
             "verify", 'verification is off for this receiver; set "verify": true (PATCH) to require it, '
@@ -52,4 +62,4 @@ async def verify_endpoint(request: web.Request) -> web.Response:
     require_sure_ownership(engine, config.id)
     verified = replace(config, verification=await engine.verify(config))
     await store_config(engine, verified)
-    return _json(public_view(verified, time.time(), engine.settings.policy))
+    return public_view(verified, time.time(), engine.settings.policy)

@@ -21,7 +21,7 @@ def test_every_route_is_documented_and_every_documented_route_exists() -> None:
     routes = {
         (re.sub(r"\{(\w+)(:[^}]*)?\}", r"{\1}", r.resource.canonical), r.method.lower())
         for r in app.router.routes()
-        if r.method != "HEAD"
+        if r.method != "HEAD" and not r.resource.canonical.startswith("/ui")  # the console: HTML
     }
     paths = build()["paths"]
     documented = {(path, method) for path, ops in paths.items() for method in ops if method != "parameters"}

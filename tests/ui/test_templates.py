@@ -1,0 +1,128 @@
+"""Every console page rendered from fixtures: hostile text from receivers and producers comes out as
+text, and nothing a page shows is a secret."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from jinja2 import Environment
+
+from web.ui import environment
+from web.ui.charts import activity_bars, sparkline
+
+HOSTILE = '<script>window.pwned=1</script><img src=x onerror="window.pwned=1">'
+NOW = 1_790_000_000.0
+COMMON = {"csrf": "csrf-token", "own_url": "http://127.0.0.1:8080", "path": "/ui/"}
+
+
+def attempt(n: int, ok: bool) -> dict[str, Any]:
+    return {"number": n, "kind": "message", "seq": n, "last": 0, "attempt": 1, "msg_id": f"msg_{n}",
+            "ok": ok, "status": 200 if ok else 500, "error": None if ok else HOSTILE, "latency_ms": 12.5 * n,
+            "at": NOW - 60 + n, "headers": {"x-evil": HOSTILE}, "body_prefix": HOSTILE}
+
+
+def receiver_view() -> dict[str, Any]:
+    return {
+        "id": "rcv_1", "url": f"http://127.0.0.1:9/hook?{HOSTILE}", "event_types": ["invoice.*"],
+        "tenant": HOSTILE, "signing": "hmac-sha256", "verified": True, "verify": False, "partition": 3,
+        "headers": {"x-custom": HOSTILE}, "previous_secrets_valid_until": [NOW + 86400],
+        "state": {
+            "status": "retrying", "paused": False, "disabled": False, "disabled_reason": None,
+            "circuit": "open", "consecutive_failures": 3, "failure_ratio": 0.5, "next_seq": 8,
+            "delivered_seq": 4, "head_seq": 5, "head_attempts": 2, "next_attempt_at": NOW + 5,
+            "backlog": 3, "oldest_undelivered_age": 42.0, "failing_since": NOW - 30, "delivered": 4,
+            "failed_attempts": 3, "dead_lettered": 1, "lane": {"lane": "fast"},
+            "last_response": attempt(3, False),
+        },
+    }
+
+
+def pages() -> dict[str, dict[str, Any]]:
+    view = receiver_view()
+    attempts = [attempt(3, False), attempt(2, True), attempt(1, True)]
+    minutes = [{"minute": 60 * i, "ok": i, "failed": i % 2, "dead_letters": 0} for i in range(15)]
+    letter = {"seq": 2, "msg_id": "msg_2", "reason": "permanent_status", "detail": HOSTILE, "at": NOW}
+    summary = {"id": "rcv_1", "url": view["url"], "tenant": HOSTILE, "status": "failing", "circuit": "open",
+               "lane": "slow", "backlog": 7, "oldest_undelivered_age": 90.0,
+               "last_answer": {"ok": False, "status": None, "error": HOSTILE, "at": NOW}}
+    return {
+        "login.html": {"error": "That is not the API token.", "next": "/ui/", "csrf": ""},
+        "error.html": {"error": type("E", (), {"status": 404, "code": "not_found", "field": "receiver_id",
+                                               "message": HOSTILE})()},
+        "overview.html": {
+            "workers": [{"url": "http://127.0.0.1:8080", "ready": True, "self": True, "partitions": [0, 1]},
+                        {"url": "http://127.0.0.1:8081", "error": "ClientConnectorError"}],
+            "minutes": minutes, "bars": activity_bars(minutes), "ok": 105, "failed": 7, "rate": 0.9375,
+            "by_status": {"active": 3, "failing": 1}, "statuses": ("active", "failing", "paused"),
+            "oldest": [{"receiver_id": "rcv_1", "age": 90.0}], "cut": True, "budget": 20000,
+            "dead_last_hour": 2, "unreachable": ["http://127.0.0.1:8081"],
+        },
+        "receivers.html": {"page": {"receivers": [summary], "next_cursor": "rcv_1"},
+                           "form": {"search": HOSTILE, "tenant": "", "event_type": "", "status": ""},
+                           "statuses": ("active", "failing"), "cursor": "rcv_0", "query": {"search": HOSTILE},
+                           "now": NOW},
+        "receiver.html": {"r": view, "s": view["state"], "attempts": attempts,
+                          "bars": sparkline(attempts[::-1]), "letters": [letter], "notice": "Paused.",
+                          "now": NOW,
+                          "ping": {"ok": False, "status": 418, "error": None, "latency_ms": 3.2,
+                                   "headers": {"x-evil": HOSTILE}, "body_prefix": HOSTILE},
+                          "sent": {"id": "msg_9"}, "replayed": {"replayed": 1, "skipped": 1}},
+        "secret.html": {"r": view, "secret": "whsec_shown_once"},
+        "deleted.html": {"answer": {"id": "rcv_1", "deleted": True, "dead_lettered": 3}},
+        "message.html": {"m": {"id": "msg_1", "receiver_id": "rcv_1", "seq": 1, "status": "dead_lettered",
+                               "reason": "max_attempts", "detail": HOSTILE, "at": NOW},
+                         "payload": HOSTILE, "entry": {"type": HOSTILE, "accepted_at": NOW}},
+        "events.html": {"rid": "rcv_1", "after": 0, "found": {
+            "events": [{"seq": 1, "id": "msg_1", "type": HOSTILE, "timestamp": "2026-01-01T00:00:00Z",
+                        "status": "delivered", "data_json": HOSTILE}],
+            "next_after_seq": 1, "retained_seconds": 86400}},
+        "lookup.html": {"form": {"receiver_id": HOSTILE, "message_id": ""}},
+        "publish.html": {"form": {"event_type": HOSTILE, "tenant": "", "payload": HOSTILE},
+                         "result": {"id": "evt_1", "event_type": HOSTILE, "receivers": 4}},
+        "tail.html": {"receiver_id": HOSTILE},
+    }
+
+
+@pytest.fixture(scope="module")
+def env() -> Environment:
+    return environment()
+
+
+def test_every_template_has_a_fixture(env: Environment) -> None:
+    names = {n for n in env.list_templates() if n != "base.html"}
+    assert names == set(pages())
+
+
+@pytest.mark.parametrize("name", sorted(pages()))
+def test_page_renders_hostile_text_as_text(env: Environment, name: str) -> None:
+    html = env.get_template(name).render({**COMMON, **pages()[name]})
+    assert "<script>window" not in html and "<img src=x" not in html
+    assert "onerror=\"window" not in html
+    if "pwned" in html:  # shown, escaped
+        assert "&lt;script&gt;" in html or "&lt;img" in html
+    assert "<script" not in html.replace('<script src="/ui/static/tail.js"></script>', "")
+
+
+def test_no_template_marks_anything_safe() -> None:
+    from web.ui import WEB
+
+    for path in (WEB / "templates").glob("*.html"):
+        text = path.read_text()
+        assert "|safe" not in text.replace(" ", "") and "autoescape false" not in text, path.name
+
+
+def test_forms_that_change_something_carry_the_csrf_token(env: Environment) -> None:
+    for name, context in pages().items():
+        if name == "login.html":
+            continue
+        html = env.get_template(name).render({**COMMON, **context})
+        for form in html.split("<form")[1:]:
+            if 'method="post"' in form.split(">", 1)[0]:
+                assert 'name="csrf" value="csrf-token"' in form, name
+
+
+def test_the_receiver_page_shows_no_secret(env: Environment) -> None:
+    view = receiver_view()
+    html = env.get_template("receiver.html").render({**COMMON, **pages()["receiver.html"], "r": view})
+    assert "whsec_" not in html and "secret\"" not in html.lower()

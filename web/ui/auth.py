@@ -1,0 +1,49 @@
+"""Log in with the API token, log out."""
+
+from __future__ import annotations
+
+import aiohttp_jinja2
+from aiohttp import web
+
+from ..engine import ENGINE
+from .guard import UI_THROTTLE, Ui, safe_next, see_other, session_keys
+from .session import COOKIE
+
+
+async def login_form(request: web.Request) -> web.StreamResponse:
+    if session_keys(request).check(request.cookies.get(COOKIE)) is not None:
+        return see_other(safe_next(request.query.get("next", "/ui/")))
+    return _login_page(request, 200, "")
+
+
+def _login_page(request: web.Request, status: int, error: str, next_path: str = "") -> web.Response:
+    context = {"error": error, "next": safe_next(next_path or request.query.get("next", "/ui/")), "csrf": ""}
+    return aiohttp_jinja2.render_template("login.html", request, context, status=status)
+
+
+async def login(request: web.Request) -> web.StreamResponse:
+    """A good token sets the session cookie; bad ones from one address are slowed down."""
+    keys, throttle = session_keys(request), request.app[UI_THROTTLE]
+    form = await request.post()
+    next_path = str(form.get("next", "/ui/"))
+    address = request.remote or "?"
+    wait = throttle.wait_for(address)
+    if wait > 0:
+        why = f"Too many failed logins: wait {wait:.0f} s and try again."
+        return _login_page(request, 429, why, next_path)
+    if not keys.token_ok(str(form.get("token", "")), request.app[ENGINE].settings.api_token):
+        throttle.failed(address)
+        return _login_page(request, 401, "That is not the API token.", next_path)
+    throttle.succeeded(address)
+    response = see_other(safe_next(next_path))
+    response.set_cookie(
+        COOKIE, keys.issue(), max_age=int(keys.ttl), path="/ui", httponly=True, samesite="Strict",
+        secure=request.secure,
+    )
+    return response
+
+
+async def logout(ui: Ui) -> web.StreamResponse:
+    response = see_other("/ui/login")
+    response.del_cookie(COOKIE, path="/ui")
+    return response

@@ -1,0 +1,135 @@
+"""Every console page goes through `page`: a session or the login page, the CSRF token on every
+POST, the owner answering per-receiver pages, errors as HTML, and strict headers on all of /ui."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp_jinja2
+from aiohttp import web
+from yarl import URL
+
+from dispatcher.domain.errors import InvalidInput
+
+from ..engine import ENGINE, Engine
+from ..routing import FORWARDED
+from .session import COOKIE, LoginThrottle, Session, SessionKeys
+
+UI_THROTTLE: web.AppKey[LoginThrottle] = web.AppKey("ui_throttle")
+
+# Nothing inline, nothing from elsewhere: a receiver's markup that slipped through could not run.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+
+@dataclass(slots=True)
+class Ui:
+    """One console request: the engine, the session and its CSRF token."""
+
+    request: web.Request
+    engine: Engine
+    session: Session
+    csrf: str
+    form: dict[str, str]
+
+    def render(self, template: str, status: int = 200, **context: Any) -> web.Response:
+        context.update(csrf=self.csrf, own_url=str(self.engine.own_url()), path=self.request.path)
+        return aiohttp_jinja2.render_template(template, self.request, context, status=status)
+
+    def field(self, name: str, default: str = "") -> str:
+        """A form field (POST) or query parameter (GET), stripped."""
+        source = self.form if self.request.method == "POST" else self.request.query
+        return source.get(name, default).strip()
+
+
+PageHandler = Callable[[Ui], Awaitable[web.StreamResponse]]
+
+
+def page(handler: PageHandler, owned: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """A console page: logged in, CSRF-checked on POST, and (`owned`) answered by the owner of
+    `{receiver_id}`, as the API answers a receiver's requests."""
+
+    async def run(request: web.Request) -> web.StreamResponse:
+        keys, engine = session_keys(request), request.app[ENGINE]
+        session = keys.check(request.cookies.get(COOKIE))
+        if session is None:
+            return _to_login(request)
+        form: dict[str, str] = {}
+        if request.method == "POST":
+            posted = await request.post()
+            form = {k: v for k, v in posted.items() if isinstance(v, str)}
+            if not keys.csrf_ok(session, form.get("csrf", "")):
+                return _error(request, 403, "csrf", "missing or wrong CSRF token: reload the page and retry")
+        ui = Ui(request, engine, session, keys.csrf(session), form)
+        try:
+            if owned and not engine.is_local(request.match_info["receiver_id"]):
+                return await forward_ui(engine, request, request.match_info["receiver_id"])
+            return await handler(ui)
+        except InvalidInput as exc:
+            return ui.render("error.html", status=exc.status, error=exc)
+
+    return run
+
+
+def session_keys(request: web.Request) -> SessionKeys:
+    """The keys of the worker's settings (derived per request: one HMAC, and nothing to keep in step)."""
+    settings = request.app[ENGINE].settings
+    return SessionKeys(settings.api_token, settings.ui_session_ttl)
+
+
+def _to_login(request: web.Request) -> web.StreamResponse:
+    if request.method != "GET":
+        return _error(request, 403, "session", "no session (expired, or logged out): log in again")
+    return see_other(URL("/ui/login").with_query(next=request.path_qs))
+
+
+def _error(request: web.Request, status: int, field: str, message: str) -> web.Response:
+    error = InvalidInput(field, message, code="forbidden", status=status)
+    return aiohttp_jinja2.render_template("error.html", request, {"error": error, "csrf": ""}, status=status)
+
+
+def see_other(location: str | URL) -> web.Response:
+    """A 303 to `location` (after a POST, the browser GETs it)."""
+    return web.Response(status=303, headers={"Location": str(location)})
+
+
+def safe_next(target: str) -> str:
+    """Where to go after login: a console path only (never another site: `//host`, `/\\host`)."""
+    if target.startswith("/ui/") and not target.startswith(("//", "/\\")) and "\\" not in target:
+        return target
+    return "/ui/"
+
+
+async def forward_ui(engine: Engine, request: web.Request, receiver_id: str) -> web.Response:
+    """Ask the receiver's owner for this page (its session cookie goes along; redirects come back)."""
+    owner = engine.owner_url(receiver_id)
+    if owner is None or request.headers.get(FORWARDED):
+        raise InvalidInput("receiver_id", "the owner of this receiver is moving (rebalance); retry",
+                           code="unavailable", status=503)
+    headers = {k: v for k, v in request.headers.items() if k.lower() in ("cookie", "content-type")}
+    headers[FORWARDED] = "1"
+    async with engine.http_client.request(
+        request.method, owner.join(request.rel_url), headers=headers, data=await request.read(),
+        allow_redirects=False,
+    ) as resp:
+        kept = {k: v for k, v in resp.headers.items() if k.lower() in ("location", "cache-control")}
+        return web.Response(status=resp.status, body=await resp.read(), headers=kept,
+                            content_type=resp.content_type)
+
+
+async def security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Every /ui answer (pages, static files, errors) with a strict CSP, and pages never cached."""
+    if request.path == "/ui" or request.path.startswith("/ui/"):
+        response.headers.update(SECURITY_HEADERS)
+        if not request.path.startswith("/ui/static/"):
+            response.headers["Cache-Control"] = "no-store"

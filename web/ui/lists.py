@@ -1,0 +1,132 @@
+"""Pages any worker answers: the overview (every worker asked) and the receivers list (the API's
+own merged page)."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections import Counter
+from typing import Any
+
+import orjson
+from aiohttp import ClientError, ClientTimeout, web
+from yarl import URL
+
+from dispatcher.domain import actor
+from dispatcher.domain.actor import STATUSES
+
+from ..engine import ENGINE, Engine
+from ..middleware import bearer_authorized, error_response
+from ..receiver_list import merged_page, parse_filters
+from .charts import activity_bars
+from .guard import Ui
+
+PAGE = 50  # receivers a page
+SUMMARY_BUDGET = 20_000  # states one worker reads for the overview's counts (the rest is left out)
+OLDEST = 10
+PEER_TIMEOUT = ClientTimeout(total=5)
+
+
+async def receivers(ui: Ui) -> web.StreamResponse:
+    """Search (id or URL), tenant, event type and status filters, a cursor page at a time."""
+    wanted = {"search": ui.field("q"), "tenant": ui.field("tenant"), "event_type": ui.field("event_type"),
+              "status": ui.field("status")}
+    query = {k: v for k, v in wanted.items() if v}
+    filters = parse_filters(query)
+    cursor = ui.field("cursor")
+    page = await merged_page(ui.engine, query, _bearer(ui.engine), filters, cursor, PAGE)
+    return ui.render("receivers.html", page=page, form=wanted, statuses=STATUSES, cursor=cursor,
+                     query=query, now=time.time())
+
+
+def _bearer(engine: Engine) -> str:
+    return f"Bearer {engine.settings.api_token}"
+
+
+async def overview(ui: Ui) -> web.StreamResponse:
+    """Workers, readiness and partitions; attempts per minute; receivers by status; the oldest
+    undelivered messages; dead letters of the last hour."""
+    engine = ui.engine
+    urls = engine.worker_urls() or [engine.own_url()]
+    workers, summaries = await asyncio.gather(
+        asyncio.gather(*(_worker(engine, url) for url in urls)),
+        asyncio.gather(*(_summary_from(engine, url) for url in urls)),
+    )
+    minutes = _sum_minutes([w.get("activity", {}).get("minutes", []) for w in workers])
+    ok, failed = sum(m["ok"] for m in minutes), sum(m["failed"] for m in minutes)
+    by_status: Counter[str] = Counter()
+    for summary in summaries:
+        by_status.update(summary.get("by_status", {}))
+    oldest = heapq.nlargest(OLDEST, itertools.chain(*(s.get("oldest", []) for s in summaries)),
+                            key=lambda r: r["age"])
+    return ui.render(
+        "overview.html", workers=workers, minutes=minutes, bars=activity_bars(minutes), ok=ok, failed=failed,
+        rate=(ok / (ok + failed)) if ok + failed else None, by_status=by_status, statuses=STATUSES,
+        oldest=oldest, cut=any(s.get("cut") for s in summaries), budget=SUMMARY_BUDGET,
+        dead_last_hour=sum(w.get("activity", {}).get("dead_letters_last_hour", 0) for w in workers),
+        unreachable=[s["url"] for s in summaries if s.get("error")],
+    )
+
+
+async def _worker(engine: Engine, url: URL) -> dict[str, Any]:
+    """A worker's readiness and figures: this one's from the engine, the others' from their /readyz."""
+    if str(url) == str(engine.own_url()):
+        return {"url": str(url), "ready": engine.ready(), "self": True, **engine.stats()}
+    body = await _get_json(engine, url.with_path("/readyz"))
+    return {"url": str(url), "ready": body.get("status") == "ready", **body}
+
+
+async def _summary_from(engine: Engine, url: URL) -> dict[str, Any]:
+    if str(url) == str(engine.own_url()):
+        return {"url": str(url), **local_summary(engine, time.time())}
+    return {"url": str(url), **await _get_json(engine, url.with_path("/ui/local/summary"))}
+
+
+async def _get_json(engine: Engine, url: URL) -> dict[str, Any]:
+    """Another worker's answer; `error` when it does not give one (the page says so, and goes on)."""
+    try:
+        async with engine.http_client.get(
+            url, headers={"Authorization": _bearer(engine)}, timeout=PEER_TIMEOUT
+        ) as resp:
+            body = orjson.loads(await resp.read())
+            return body if isinstance(body, dict) else {"error": "not an object"}
+    except (ClientError, TimeoutError, orjson.JSONDecodeError) as exc:
+        return {"error": type(exc).__name__}
+
+
+def _sum_minutes(per_worker: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    totals: dict[int, dict[str, Any]] = {}
+    for rows in per_worker:
+        for row in rows:
+            total = totals.setdefault(row["minute"], {"minute": row["minute"], "ok": 0, "failed": 0,
+                                                      "dead_letters": 0})
+            for key in ("ok", "failed", "dead_letters"):
+                total[key] += row[key]
+    return [totals[m] for m in sorted(totals)]
+
+
+def local_summary(engine: Engine, now: float) -> dict[str, Any]:
+    """This worker's receivers by status and its oldest undelivered messages, from at most
+    `SUMMARY_BUDGET` states (`cut`: there were more)."""
+    states = itertools.chain(*engine.receiver_states_after(""))
+    by_status: Counter[str] = Counter()
+    waiting: list[tuple[float, str]] = []
+    read = 0
+    for read, state in enumerate(itertools.islice(states, SUMMARY_BUDGET + 1), 1):
+        if read > SUMMARY_BUDGET:
+            break
+        by_status[actor.status(state)] += 1
+        if state.head and state.head_accepted_at:
+            waiting.append((state.head_accepted_at, state.receiver_id))
+    oldest = [{"receiver_id": rid, "age": round(now - at, 3)} for at, rid in heapq.nsmallest(OLDEST, waiting)]
+    return {"by_status": dict(by_status), "oldest": oldest, "cut": read > SUMMARY_BUDGET}
+
+
+async def summary_endpoint(request: web.Request) -> web.Response:
+    """GET /ui/local/summary: this worker's part of the overview, for the worker showing it (API token)."""
+    engine = request.app[ENGINE]
+    if not bearer_authorized(request, engine.settings.api_token):
+        return error_response(401, "unauthorized", "missing or wrong bearer token", "Authorization")
+    return web.json_response(local_summary(engine, time.time()))

@@ -1,0 +1,176 @@
+"""One receiver's page and its actions, answered by its owner (`page(..., owned=True)`), each through
+the function its API call uses."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from aiohttp import web
+from yarl import URL
+
+from dispatcher.domain.errors import InvalidInput
+from dispatcher.domain.ids import check_id
+
+from ..api import accept_message
+from ..receiver_ops import (
+    apply_control,
+    delete,
+    events_view,
+    message_view,
+    ping_receiver,
+    receiver_here,
+    receiver_view,
+    replay_letters,
+)
+from ..receiver_security import rotate_with, verify_again
+from .charts import sparkline
+from .guard import Ui, see_other
+
+ATTEMPTS_SHOWN = 50
+LETTERS_SHOWN = 100
+NOTICES = {  # what `?done=` may say after an action (never text from the request)
+    "pause": "Paused: new messages are held until you resume.",
+    "resume": "Resumed: held messages are delivered in order.",
+    "disable": "Disabled.", "enable": "Enabled.",
+    "verify": "Verification ran; see its result below.",
+}
+
+
+def _rid(ui: Ui) -> str:
+    return ui.request.match_info["receiver_id"]
+
+
+async def receiver_page(ui: Ui, **extra: Any) -> web.Response:
+    """Config (no secrets), live state, last response, attempt log with its sparkline, dead letters."""
+    engine, now = ui.engine, time.time()
+    state = receiver_here(engine, _rid(ui))
+    view = receiver_view(engine, state, now)
+    attempts = engine.attempts(state.receiver_id, state.attempt_no, ATTEMPTS_SHOWN)
+    letters = engine.dead_letters(state.receiver_id, 0, LETTERS_SHOWN)
+    notice = NOTICES.get(ui.request.query.get("done", ""), "")
+    extra.update(_outcome_of(ui.request.query))
+    return ui.render(
+        "receiver.html", r=view, s=view["state"], attempts=attempts, bars=sparkline(attempts[::-1]),
+        letters=letters, notice=notice, now=now, **extra,
+    )
+
+
+def _outcome_of(query: Any) -> dict[str, Any]:
+    """What a redirected action reported (POST, then GET: a reload never repeats it), checked."""
+    done = query.get("done", "")
+    if done == "sent":
+        return {"sent": {"id": check_id(query.get("message_id", ""), "message_id")}}
+    if done == "replayed":
+        counts = [query.get(k, "0") for k in ("count", "skipped")]
+        if all(c.isdigit() for c in counts):
+            return {"replayed": {"replayed": int(counts[0]), "skipped": int(counts[1])}}
+    return {}
+
+
+async def control(ui: Ui) -> web.StreamResponse:
+    action = ui.request.match_info["action"]
+    if action not in ("pause", "resume", "enable", "disable"):
+        raise InvalidInput("action", "must be pause, resume, enable or disable", code="not_found", status=404)
+    state = receiver_here(ui.engine, _rid(ui))
+    await apply_control(ui.engine, state.receiver_id, action, ui.field("reason")[:500])
+    return _back(ui, action)
+
+
+def _back(ui: Ui, done: str, **facts: str | int) -> web.Response:
+    return see_other(URL(f"/ui/receivers/{_rid(ui)}").with_query(done=done, **facts))
+
+
+async def ping(ui: Ui) -> web.StreamResponse:
+    """Ping now and show the answer on the page."""
+    answer = await ping_receiver(ui.engine, receiver_here(ui.engine, _rid(ui)))
+    return await receiver_page(ui, ping=answer)
+
+
+async def verify(ui: Ui) -> web.StreamResponse:
+    await verify_again(ui.engine, receiver_here(ui.engine, _rid(ui)).config)
+    return _back(ui, "verify")
+
+
+async def rotate(ui: Ui) -> web.StreamResponse:
+    """Rotate and show the new secret this once (a page never cached, never shown again)."""
+    config = receiver_here(ui.engine, _rid(ui)).config
+    body: dict[str, Any] = {}
+    if ui.field("grace_seconds"):
+        body["grace_seconds"] = _number(ui.field("grace_seconds"), "grace_seconds")
+    answer = await rotate_with(ui.engine, config, body)
+    return ui.render("secret.html", r=answer, secret=answer.get("secret") or answer.get("public_key", ""))
+
+
+async def send_test(ui: Ui) -> web.StreamResponse:
+    """Send a message of the given event type and JSON payload; the page shows its id."""
+    try:
+        payload = orjson.loads(ui.field("payload") or "{}")
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput("payload", f"is not JSON: {exc}") from None
+    event_type = ui.field("event_type") or "webhook.test"
+    body = {"receiver_id": _rid(ui), "event_type": event_type, "payload": payload}
+    sent = await accept_message(ui.engine, body)
+    return _back(ui, "sent", message_id=sent["id"])
+
+
+async def replay(ui: Ui) -> web.StreamResponse:
+    """Replay every dead letter, a seq range, or those since a time (UTC, from the form)."""
+    body: dict[str, Any] = {}
+    which = ui.field("which", "all")
+    if which == "range":
+        body = {"from_seq": _number(ui.field("from_seq"), "from_seq"),
+                "to_seq": _number(ui.field("to_seq"), "to_seq")}
+    elif which == "since":
+        body = {"since": _since(ui.field("since"))}
+    rid = receiver_here(ui.engine, _rid(ui)).receiver_id
+    answer = await replay_letters(ui.engine, rid, body)
+    return _back(ui, "replayed", count=answer["replayed"], skipped=len(answer["skipped_seqs"]))
+
+
+async def delete_receiver(ui: Ui) -> web.StreamResponse:
+    """Delete once the id is typed again."""
+    state = receiver_here(ui.engine, _rid(ui))
+    if ui.field("confirm") != state.receiver_id:
+        raise InvalidInput("confirm", "type the receiver's id to delete it")
+    answer, _ = await delete(ui.engine, state)
+    return ui.render("deleted.html", answer=answer)
+
+
+async def message(ui: Ui) -> web.StreamResponse:
+    """A message's status, seq, attempts and (while kept) payload."""
+    rid = _rid(ui)
+    found = await message_view(ui.engine, rid, ui.request.match_info["message_id"])
+    entry = ui.engine.backlog_entry(rid, found["seq"])
+    payload = orjson.dumps(entry["data"], option=orjson.OPT_INDENT_2).decode() if entry else None
+    return ui.render("message.html", m=found, payload=payload, entry=entry)
+
+
+async def events(ui: Ui) -> web.StreamResponse:
+    """The catch-up browser: messages after a seq, a page at a time."""
+    after = int(_number(ui.field("after_seq") or "0", "after_seq"))
+    rid = receiver_here(ui.engine, _rid(ui)).receiver_id
+    found = events_view(ui.engine, rid, after, 50)
+    for event in found["events"]:
+        event["data_json"] = orjson.dumps(event["data"]).decode()
+    return ui.render("events.html", rid=rid, found=found, after=after)
+
+
+def _number(text: str, field: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InvalidInput(field, "must be a number") from None
+    if value < 0 or value != value:
+        raise InvalidInput(field, "must be a non-negative number")
+    return value
+
+
+def _since(text: str) -> float:
+    """A `datetime-local` value (read as UTC), or epoch seconds."""
+    try:
+        return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return _number(text, "since")
