@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from .actor_runner import ActorRunner
@@ -44,6 +45,7 @@ from .domain.records import ReceiverControl, ReceiverUpsert, decode_command, dec
 from .domain.untrusted import broker_time
 from .overrides.app import DispatcherApp
 from .table_writer import WriteRefused
+from .tracing import header_traceparent
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +104,10 @@ def _request_command(runner: ActorRunner, receiver_id: str, msg: Any) -> actor.C
     stamped = broker_time(msg.timestamp, runner.clock())  # CreateTime is the producer's word too
     record = decode_request(receiver_id, msg.value or b"", fallback_id, stamped)
     seen = runner.store.seen_seq(receiver_id, record.id, runner.clock())
+    if runner.deliverer.tracing.enabled:  # its delivery spans join the trace it came with
+        parent = header_traceparent(getattr(msg, "headers", None))
+        if parent:
+            record = replace(record, traceparent=parent)
     if seen is None:  # a new message (a redelivered record is not counted twice)
         source = "fanout" if record.from_event else _source(getattr(msg, "headers", None))
         runner.deliverer.counts.accept(source)

@@ -42,6 +42,7 @@ from .domain.webhook import (
     build_ping_headers,
 )
 from .metrics import Counts, outcome_label
+from .tracing import Tracing
 from .transport import DeliveryError, Transport, cancel_quietly
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,7 @@ class Deliverer:
         self._incarnation = secrets.token_hex(4)
         self._counter = 0
         self.counts = Counts()  # the worker's, for /metrics (actor_parts.py shares one)
+        self.tracing = Tracing()  # off unless the worker sets it up (tracing.py)
 
     def busy(self, receiver_id: str) -> bool:
         return receiver_id in self._jobs
@@ -265,7 +267,10 @@ class Deliverer:
             log.error("backlog entry missing receiver_id=%s seq=%d", job.receiver_id, job.seq)
             self._forget(job)
             return None
-        outcome = await self._post(job, entries, batching)
+        if self.tracing.enabled:
+            outcome = await self._traced_post(job, entries, batching)
+        else:
+            outcome = await self._post(job, entries, batching)
         _log_outcome(job, outcome)
         self._count(job, outcome, entries, "batch" if batching else "message")
         return outcome
@@ -279,6 +284,22 @@ class Deliverer:
             for entry in entries:
                 accepted = entry.get("accepted_at") or at
                 observe(at - accepted if at > accepted else 0.0)
+
+    async def _traced_post(self, job: Job, entries: list[dict[str, Any]], batching: bool) -> Outcome:
+        """The POST in a client span, child of the trace the (first) message came with."""
+        first = entries[0]
+        attributes = {"webhook.receiver_id": job.receiver_id, "webhook.message_id": first["id"],
+                      "webhook.seq": first["seq"], "webhook.attempt": job.attempt,
+                      "webhook.lane": str(job.lane), "webhook.batch_size": len(entries)}
+        with self.tracing.span("webhook.deliver", "client", first.get("traceparent"), attributes) as span:
+            outcome = await self._post(job, entries, batching)
+            span.set_attribute("webhook.outcome", outcome_label(outcome, job.config.retry))
+            span.set_attribute("webhook.latency_ms", outcome.latency_ms)
+            if outcome.status is not None:
+                span.set_attribute("http.response.status_code", outcome.status)
+            if not outcome.ok:
+                self.tracing.failed(span, outcome.error or f"HTTP {outcome.status}")
+        return outcome
 
     async def _probe(self, job: Job) -> Outcome:
         outcome = evolve(await self._post_ping(job.receiver_id, job.token, job.config), attempt=job.attempt)

@@ -27,6 +27,7 @@ from .domain.events import Event, copy_for, decode_event
 from .domain.records import encode_message_record
 from .domain.untrusted import broker_time, clean_text, raw_summary
 from .subscription_feed import SubscriptionFeed
+from .tracing import Tracing, header_traceparent
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class FanOut:
         self.produce = produce
         self.dead_letter = dead_letter
         self.max_record = max_record  # the largest copy the producer may send
+        self.tracing = Tracing()  # off unless the worker sets it up (tracing.py)
 
     def register(self, app: Any, events_topic: Any) -> Any:
         async def fanout(stream: Any) -> None:
@@ -54,6 +56,18 @@ class FanOut:
         return app.agent(events_topic, name="fanout", concurrency=1)(fanout)
 
     async def fan_out_record(self, message: Any, raw: bytes) -> int:
+        """Fan one events-topic record out (in a span, child of its `traceparent`, when tracing is on)."""
+        if not self.tracing.enabled:
+            return await self._fan_out(message, raw)
+        parent = header_traceparent(getattr(message, "headers", None))
+        where = {"messaging.destination.partition.id": str(message.partition),
+                 "messaging.kafka.offset": message.offset}
+        with self.tracing.span("webhook.fanout", "consumer", parent, where) as span:
+            copies = await self._fan_out(message, raw)  # its copies carry this span's traceparent
+            span.set_attribute("webhook.copies", copies)
+        return copies
+
+    async def _fan_out(self, message: Any, raw: bytes) -> int:
         """Fan one events-topic record out; returns the number of copies (0 for a bad record).
 
         The index is first brought up to a moment after the record was read

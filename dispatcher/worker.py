@@ -14,6 +14,7 @@ from mode import Service
 from yarl import URL
 
 from web.app import setup_metrics, setup_web, web_middlewares
+from web.tracing import add_tracing
 
 from . import collector
 from .activity import Activity
@@ -42,6 +43,7 @@ from .table_writer import ChangelogTable, Fenced, StorageFailed
 from .target_guard import TargetGuard
 from .timers import PartitionTimers
 from .topology import Topology, build_topology, topic_config, topic_names
+from .tracing import setup_tracing
 from .transport import AiohttpTransport, Transport
 from .web_port import DispatcherPort
 from .worker_metrics import LoopLag, worker_registry
@@ -128,6 +130,8 @@ class Dispatcher:
         self.loop_lag = LoopLag()
         self.table.ack_seconds = self.deliverer.counts.changelog_seconds.observe
         self.metrics = worker_registry(self, self.loop_lag)  # /metrics, read at scrape time
+        self.tracing = setup_tracing()  # off unless OTEL_* asks for traces
+        self.deliverer.tracing = self.fanout.tracing = self.tracing
         # The background loops, each a service that owns its task; every loop ends at its stop.
         self.services: list[Service] = [
             self.table, self.fence, self.timers, self.slow_lane, HeapTrimmer(settings.heap_trim_interval),
@@ -147,6 +151,8 @@ class Dispatcher:
         # Faust's aiohttp driver holds the aiohttp app; the views see the worker through the port only.
         setup_web(cast(Any, app.web).web_app, DispatcherPort(self))
         setup_metrics(cast(Any, app.web).web_app)
+        if self.tracing.enabled:
+            add_tracing(cast(Any, app.web).web_app, self.tracing)
 
     @property
     def app(self) -> DispatcherApp:
@@ -157,7 +163,8 @@ class Dispatcher:
     async def produce_requests(self, records: list[tuple[str, bytes]]) -> None:
         """Produce to the requests topic and wait until every record is acked (marked as the API's:
         a fan-out copy says so in its value)."""
-        await _send_all(self.topology.requests, records, API_HEADERS)
+        headers = API_HEADERS + self.tracing.record_headers() if self.tracing.enabled else API_HEADERS
+        await _send_all(self.topology.requests, records, headers)
 
     async def produce_commands(self, records: list[tuple[str, bytes]]) -> None:
         """Produce the API's configuration and control records to the commands topic (workers only)."""
@@ -213,8 +220,8 @@ class Dispatcher:
             await self.table.flush()
 
     async def produce_event(self, event_id: str, record: bytes) -> None:
-        """Produce to the events topic and wait until the broker has it."""
-        await _send(self.topology.events, event_id, record)
+        """Produce to the events topic and wait until the broker has it (with the trace's context)."""
+        await _send(self.topology.events, event_id, record, self.tracing.record_headers() or None)
 
     async def _publish_subscription(self, receiver_id: str, record: bytes | None) -> None:
         """Hand the record to the producer; the next commit's flush waits for it (as for the table).
@@ -319,6 +326,7 @@ class Dispatcher:
 
     async def _on_shutdown(self, sender: Any = None, **_: Any) -> None:
         await self.deliverer.close()
+        self.tracing.shutdown()  # export the spans still buffered
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -339,9 +347,9 @@ async def _send_all(topic: Any, records: list[tuple[str, bytes]], headers: Any =
         await fut
 
 
-async def _send(topic: Any, key: str, value: bytes | None) -> None:
+async def _send(topic: Any, key: str, value: bytes | None, headers: Any = None) -> None:
     """Produce one record and wait until the broker has it (None: a tombstone)."""
-    fut = await topic.send(key=key.encode(), value=value)
+    fut = await topic.send(key=key.encode(), value=value, headers=headers)
     await fut
 
 

@@ -67,6 +67,7 @@ class Message:
     replay_of: int | None = None  # the dead-lettered seq this message replays
     from_event: bool = False  # a fan-out copy: its receiver takes it only if created before the event
     time_note: str = ""  # why the producer's accepted_at was not used (the broker's time was)
+    traceparent: str = ""  # W3C trace context it arrived with (a Kafka header), for its delivery spans
 
 
 @dataclass(slots=True, frozen=True)
@@ -357,5 +358,6 @@ def encode_backlog_entry(msg: Message, seq: int) -> bytes:
             "accepted_at": msg.accepted_at,
             "replay_of": msg.replay_of,
             **({"time_note": msg.time_note} if msg.time_note else {}),
+            **({"traceparent": msg.traceparent} if msg.traceparent else {}),
         }
     )
