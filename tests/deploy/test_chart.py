@@ -244,7 +244,8 @@ def test_the_network_policy_keeps_receivers_off_private_ranges(renders: dict[str
     assert sorted(b["cidr"] for b in open_blocks) == ["0.0.0.0/0", "::/0"]
     excepted = [ipaddress.ip_network(net) for b in open_blocks for net in b["except"]]
     for network, reason in DENY_TABLE:  # the worker's own deny table, range for range
-        assert any(network.version == e.version and network.subnet_of(e) for e in excepted), (network, reason)
+        assert any(network.version == e.version and network.subnet_of(e) for e in excepted), (  # type: ignore[arg-type]
+            network, reason)
     assert ipaddress.ip_network("::ffff:0:0/96") in excepted  # mapped IPv4 would bypass the v4 list
     assert {"cidr": "10.20.0.0/16"} in blocks  # an allowed private receiver range
     # Kafka, DNS and the other workers are named; the API port is open to the given peers only.
@@ -286,3 +287,17 @@ def test_the_prometheus_rule_is_deploy_prometheus_s_rule_file(renders: dict[str,
     headless = next(s for s in renders["metrics on"].of("Service") if s["spec"].get("clusterIP") == "None")
     assert headless["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "webhook-dispatcher"
     assert 'job="webhook-dispatcher"' in RULES.read_text()
+
+
+def test_the_chart_readme_documents_every_value() -> None:
+    readme = (CHART / "README.md").read_text()
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    rows = "\n".join(line for line in readme.splitlines() if line.startswith("| `"))
+    free_form = {"config", "resources", "podSecurityContext", "securityContext", "updateStrategy"}
+    for key, value in values.items():
+        nested = isinstance(value, dict) and value and key not in free_form
+        names = [f"{key}.{k}" for k in value] if nested else [key]
+        for name in names:
+            leaf = name.split(".")[-1]
+            found = f"`{name}" in rows or f"`{leaf}`" in rows or (f"`{key}." in rows and f"`.{leaf}`" in rows)
+            assert found, f"{name} is missing from the values table of {CHART / 'README.md'}"
