@@ -15,18 +15,22 @@ answers from what it held.
 from __future__ import annotations
 
 import asyncio
-import time
+import heapq
 from collections.abc import Awaitable, Callable, Iterable
 
 
 class AppliedOffsets:
     """Per requests partition, the offset below which every record is applied here."""
 
-    __slots__ = ("_next", "_waiting")
+    __slots__ = ("_gave_up", "_next", "_tie", "_waiting")
 
     def __init__(self) -> None:
         self._next: dict[int, int] = {}
-        self._waiting: dict[int, list[tuple[int, asyncio.Future[bool]]]] = {}
+        # Per partition, a heap of (end, tie, waiter): a record wakes only the waiters it satisfies,
+        # so a burst of readers costs each record O(log n), not a walk over all of them.
+        self._waiting: dict[int, list[tuple[int, int, asyncio.Future[bool]]]] = {}
+        self._gave_up: dict[int, int] = {}  # waiters that left since the heap was last swept
+        self._tie = 0
 
     def mark(self, partition: int, offset: int) -> None:
         """The record at `offset` is applied (or dead-lettered): per record, so kept cheap."""
@@ -52,67 +56,119 @@ class AppliedOffsets:
         moving = list(self._next.keys() | self._waiting.keys()) if partitions is None else list(partitions)
         for partition in moving:
             self._next.pop(partition, None)
-            for _, waiter in self._waiting.pop(partition, ()):
+            self._gave_up.pop(partition, None)
+            for _, _, waiter in self._waiting.pop(partition, ()):
                 if not waiter.done():
                     waiter.set_result(False)
+
+    def waiting(self, partition: int) -> int:
+        """Waiters still waiting on the partition (for tests and /readyz)."""
+        return sum(not waiter.done() for _, _, waiter in self._waiting.get(partition, ()))
 
     async def reached(self, partition: int, end: int, limit: float) -> bool:
         """Wait (at most `limit` s) until every record below `end` is applied; False if not, or it moved."""
         if self._next.get(partition, -1) >= end:
             return True
         waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        entry = (end, waiter)
-        self._waiting.setdefault(partition, []).append(entry)
+        self._tie += 1
+        heapq.heappush(self._waiting.setdefault(partition, []), (end, self._tie, waiter))
         try:
-            async with asyncio.timeout(limit):
+            async with asyncio.timeout(max(limit, 0.0)):
                 return await waiter
         except TimeoutError:
             return False
         finally:
-            self._unwait(partition, entry)
+            if waiter.cancelled() or not waiter.done():  # the timeout cancels it with the wait
+                waiter.cancel()
+                self._left(partition)
 
     def _wake(self, partition: int) -> None:
-        waiters = self._waiting.get(partition)
-        if not waiters:
+        heap = self._waiting.get(partition)
+        if not heap:
             return
         applied = self._next.get(partition, -1)
-        for end, waiter in waiters:
-            if end <= applied and not waiter.done():
+        while heap and heap[0][0] <= applied:
+            _, _, waiter = heapq.heappop(heap)
+            if not waiter.done():
                 waiter.set_result(True)
+        if not heap:
+            del self._waiting[partition]
+            self._gave_up.pop(partition, None)
 
-    def _unwait(self, partition: int, entry: tuple[int, asyncio.Future[bool]]) -> None:
-        waiters = self._waiting.get(partition)
-        if waiters is None:
+    def _left(self, partition: int) -> None:
+        """A waiter left before its end came: sweep the heap's dead entries once as many have left."""
+        heap = self._waiting.get(partition)
+        if heap is None:
             return
-        if entry in waiters:
-            waiters.remove(entry)
-        if not waiters:
+        left = self._gave_up.get(partition, 0) + 1
+        if left * 2 < len(heap):
+            self._gave_up[partition] = left
+            return
+        live = [entry for entry in heap if not entry[2].done()]
+        heapq.heapify(live)
+        self._gave_up.pop(partition, None)
+        if live:
+            self._waiting[partition] = live
+        else:
             del self._waiting[partition]
 
 
 class SharedEnds:
-    """A partition's true end as of a moment, one read shared by every caller that asked before it began.
+    """A partition's true end as of a moment after the caller asked, with one read at a time.
 
-    A read (ListOffsets corrected by a fetch: `overrides/highwaters.py`) builds
-    a short-lived consumer; a burst of status reads of unknown ids shares one.
+    A read (ListOffsets corrected by a fetch: `overrides/highwaters.py`) costs a
+    short-lived consumer and tens of milliseconds, so at most one runs per
+    partition. A caller that comes while one runs waits for the next, which
+    starts when that one ends and serves every caller that came meanwhile: a
+    burst of status reads of unknown ids costs two reads, not one each.
     """
 
     def __init__(self, read: Callable[[int], Awaitable[int]]) -> None:
         self._read = read
-        self._reads: dict[int, tuple[float, asyncio.Task[int]]] = {}  # partition -> (began, read)
+        self.reads = 0  # begun since start
+        self._running: dict[int, asyncio.Task[int]] = {}
+        self._after: dict[int, asyncio.Future[int]] = {}  # the read after the running one
 
-    async def end_after(self, partition: int, since: float) -> int:
-        """The partition's end as of a moment after `since` (on `time.monotonic()`'s clock)."""
-        current = self._reads.get(partition)
-        if current is None or not _serves(current, since):
-            current = (time.monotonic(), asyncio.ensure_future(self._read(partition)))
-            self._reads[partition] = current
-        return await asyncio.shield(current[1])
+    def reading(self, partition: int) -> bool:
+        return partition in self._running
+
+    async def end_after(self, partition: int) -> int:
+        """The partition's end as read by a read that begins after this call."""
+        if partition not in self._running:
+            return await asyncio.shield(self._start(partition))
+        after = self._after.get(partition)
+        if after is None:
+            after = self._after[partition] = asyncio.get_running_loop().create_future()
+            after.add_done_callback(_retrieved)
+        return await asyncio.shield(after)
+
+    def _start(self, partition: int) -> asyncio.Task[int]:
+        task = asyncio.ensure_future(self._read(partition))
+        self.reads += 1
+        self._running[partition] = task
+        task.add_done_callback(lambda done: self._ended(partition, done))
+        return task
+
+    def _ended(self, partition: int, done: asyncio.Task[int]) -> None:
+        _retrieved(done)
+        del self._running[partition]
+        after = self._after.pop(partition, None)
+        if after is not None and not after.done():
+            self._start(partition).add_done_callback(lambda task: _settle(after, task))
 
 
-def _serves(read: tuple[float, asyncio.Task[int]], since: float) -> bool:
-    """A read begun after `since` that is under way or succeeded (a failed one is not reused)."""
-    began, task = read
-    if began < since:
-        return False
-    return not task.done() or (not task.cancelled() and task.exception() is None)
+def _settle(future: asyncio.Future[int], task: asyncio.Task[int]) -> None:
+    if future.done():
+        return
+    if task.cancelled():
+        future.cancel()
+    elif (exc := task.exception()) is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(task.result())
+
+
+def _retrieved(future: asyncio.Future[int]) -> None:
+    """Mark a failure as seen: a read nobody awaits any more must not log 'never retrieved'."""
+    if not future.cancelled():
+        future.exception()

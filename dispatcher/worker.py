@@ -261,14 +261,14 @@ class Dispatcher:
 
         False when the wait ran out, or the partition's ownership changed meanwhile.
         """
-        since, deadline = time.monotonic(), time.monotonic() + wait
+        deadline = time.monotonic() + wait
         partition, ownership = self.partition_of(receiver_id), self.ownership
         generation = ownership.generation
         if not (ownership.ready and partition in ownership.owned):
             return False
         try:
             async with asyncio.timeout(wait):
-                end = await self._request_ends.end_after(partition, since)
+                end = await self._request_ends.end_after(partition)
         except TimeoutError:
             return False
         except Exception as exc:  # noqa: BLE001 - the broker or the consumer: not sure, so not caught up
@@ -337,6 +337,8 @@ class Dispatcher:
             "timers": len(self.timers),
             "collector": collector.stats(),
             "activity": self.activity.figures(),
+            # Ends of requests partitions read for status reads of ids not found (read your writes).
+            "end_reads": self._request_ends.reads,
         }
 
 

@@ -7,14 +7,17 @@ calls an id unknown.
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
 from typing import Any
 
 import pytest
 
 from dispatcher.client import ApiError, DispatcherClient
-from tests.harness import TOKEN, Api, Receiver, WorkerProcess
+from tests.harness import TOKEN, Api, Receiver, WorkerProcess, wait_until
 
 ROUNDS = 60
+BURST = 1000
 
 
 def message(receiver_id: str, n: int) -> dict[str, Any]:
@@ -70,3 +73,39 @@ async def test_an_id_never_sent_is_still_unknown(worker: WorkerProcess, api: Api
         assert (info.value.status, info.value.code, info.value.field) == (404, "not_found", "message_id")
     finally:
         await server.stop()
+
+
+async def test_a_burst_of_unknown_ids_neither_stalls_intake_nor_answers_503(api: Api) -> None:
+    """Hundreds of reads of ids never sent share the partition's end reads (one at a time): each
+    gets its 404, and a message sent meanwhile is known to its own read at once (never 503)."""
+    server = await Receiver().start()
+    try:
+        rid = (await api.create_receiver(server.url("ryw-burst"), id="ryw-burst"))["id"]
+        # A multi-record last batch makes every end read cost a probe fetch (tens of ms).
+        await api.send_batch([message(rid, 100 + i) for i in range(50)])
+        reads_before = await _end_reads(api)
+        unknown = [asyncio.ensure_future(api.call("GET", f"/v1/receivers/{rid}/messages/nope-{n}"))
+                   for n in range(BURST)]
+        known = []
+        for n in range(5):
+            status, sent = await api.call("POST", "/v1/messages", message(rid, n))
+            assert status == 202, sent
+            known.append(await api.call("GET", f"/v1/receivers/{rid}/messages/{sent['id']}"))
+        answers = await asyncio.gather(*unknown)
+        codes = Counter((status, body["error"]["code"]) for status, body in answers)
+        assert codes == {(404, "not_found"): BURST}, codes
+        assert [status for status, _ in known] == [200] * 5, known
+        # One read at a time, shared by whoever came meanwhile: reads follow each other while callers
+        # keep coming (the client sends 100 at a time), far fewer than one per caller.
+        reads = await _end_reads(api) - reads_before
+        print(f"{reads} end reads for {BURST} unknown ids")
+        assert reads <= BURST // 10, f"{reads} end reads for {BURST} unknown ids"
+        await wait_until(lambda: len(server.deliveries) == 55, 30, "the messages delivered")
+    finally:
+        await server.stop()
+
+
+async def _end_reads(api: Api) -> int:
+    status, body = await api.call("GET", "/readyz")
+    assert status == 200, body
+    return int(body["end_reads"])

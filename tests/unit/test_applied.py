@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -59,24 +58,37 @@ async def test_partitions_that_move_answer_false_and_stay_unknown_until_their_ne
     assert await applied.reached(1, 9, 0.0)
 
 
-async def test_callers_that_asked_before_a_read_began_share_it_later_ones_get_a_new_one() -> None:
+async def test_a_burst_of_callers_costs_two_reads_one_at_a_time() -> None:
+    """One read runs per partition; everyone who came while it ran shares the next, begun after them."""
     reads: list[asyncio.Future[int]] = []
+    running = 0
+    most = 0
 
     async def read(partition: int) -> int:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
         reads.append(asyncio.get_running_loop().create_future())
-        return await reads[-1]
+        try:
+            return await reads[-1]
+        finally:
+            running -= 1
 
     ends = SharedEnds(read)
-    first = [asyncio.ensure_future(ends.end_after(0, time.monotonic())) for _ in range(3)]
+    first = asyncio.ensure_future(ends.end_after(0))
     await asyncio.sleep(0)
-    late = asyncio.ensure_future(ends.end_after(0, time.monotonic()))  # came in after the read began
-    for _ in range(3):  # the late caller's turn, then its read's
+    burst = [asyncio.ensure_future(ends.end_after(0)) for _ in range(200)]  # all came after it began
+    for _ in range(3):
         await asyncio.sleep(0)
-    assert len(reads) == 2, "one read for the three that came before it, one for the late caller"
+    assert len(reads) == 1, "the second read waits for the first"
     reads[0].set_result(7)
-    assert await asyncio.gather(*first) == [7, 7, 7]
+    assert await first == 7
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert len(reads) == 2 and not any(t.done() for t in burst), "the burst waits for a read begun after it"
     reads[1].set_result(9)
-    assert await late == 9
+    assert await asyncio.gather(*burst) == [9] * 200
+    assert most == 1 and not ends.reading(0)
 
 
 async def test_a_failed_read_is_not_reused() -> None:
@@ -90,7 +102,22 @@ async def test_a_failed_read_is_not_reused() -> None:
         return 4
 
     ends = SharedEnds(read)
-    since = time.monotonic()
     with pytest.raises(ConnectionError):
-        await ends.end_after(0, since)
-    assert await ends.end_after(0, since) == 4 and calls == 2
+        await ends.end_after(0)
+    assert await ends.end_after(0) == 4 and calls == 2
+
+
+async def test_waiters_wake_by_their_own_end_and_those_that_gave_up_are_dropped() -> None:
+    applied = AppliedOffsets()
+    applied.positioned(0, 0)
+    low = asyncio.ensure_future(applied.reached(0, 3, 5.0))
+    high = asyncio.ensure_future(applied.reached(0, 10, 5.0))
+    gave_up = [asyncio.ensure_future(applied.reached(0, 50, 0.0)) for _ in range(100)]
+    assert await asyncio.gather(*gave_up) == [False] * 100
+    assert applied.waiting(0) == 2  # the ones still waiting; the dead entries do not pile up
+    applied.mark(0, 2)  # offsets 0..2 applied: end 3 reached
+    await asyncio.sleep(0)
+    assert low.done() and await low is True and not high.done()
+    applied.mark(0, 9)
+    assert await high is True
+    assert applied.waiting(0) == 0
