@@ -34,7 +34,9 @@ SETTLE_S = 3.0  # load carried on after each step, so the pause after it is meas
 # Each worker under its own static-membership id, as in the chart. Opt-in: with three or more
 # static members the embedded broker (Tansu 0.6) keeps answering one member's heartbeats with
 # UNKNOWN_MEMBER_ID after each assignment, so the group rebalances every ~7 s for as long as they
-# run (a real Kafka does not). Without it each worker still comes back on its own data dir.
+# run, and a static member that left by SIGTERM is never expired (its partitions stayed with it
+# for the 120 s this test waits; Kafka expires it after the session timeout). Without it each
+# worker still comes back on its own data dir.
 STATIC = os.environ.get("DISPATCHER_TEST_STATIC_MEMBERSHIP", "") == "1"
 
 

@@ -46,8 +46,17 @@ def as_json(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
 
 
+def ms(value: float | None) -> str:
+    """A latency in milliseconds, to a tenth below 10 ms and whole above."""
+    if value is None:
+        return "—"
+    return f"{value:.1f} ms" if value < 10 else f"{value:.0f} ms"
+
+
 def percent(ratio: float | None) -> str:
     return "—" if ratio is None else f"{ratio * 100:.1f} %"
 
 
-FILTERS = {"when": when, "age": age, "ago": ago, "host": host, "as_json": as_json, "percent": percent}
+FILTERS = {
+    "when": when, "age": age, "ago": ago, "host": host, "as_json": as_json, "percent": percent, "ms": ms,
+}

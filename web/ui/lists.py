@@ -24,7 +24,9 @@ from .charts import activity_bars
 from .guard import Ui
 
 PAGE = 50  # receivers a page
+FILL_SECONDS = 1.0  # a sparse search reads on for this long before it shows a short page
 SUMMARY_BUDGET = 20_000  # states one worker reads for the overview's counts (the rest is left out)
+SUMMARY_FRESH = 5.0  # s a worker's counts are reused: reloading the overview does not rescan
 OLDEST = 10
 PEER_TIMEOUT = ClientTimeout(total=5)
 
@@ -36,9 +38,22 @@ async def receivers(ui: Ui) -> web.StreamResponse:
     query = {k: v for k, v in wanted.items() if v}
     filters = parse_filters(query)
     cursor = ui.field("cursor")
-    page = await merged_page(ui.engine, query, _bearer(ui.engine), filters, cursor, PAGE)
+    page = await _fuller_page(ui.engine, query, filters, cursor)
     return ui.render("receivers.html", page=page, form=wanted, statuses=STATUSES, cursor=cursor,
                      query=query, now=time.time())
+
+
+async def _fuller_page(engine: Engine, query: dict[str, str], filters: Any, cursor: str) -> dict[str, Any]:
+    """The API's pages, followed while a filter that matches few leaves this one short (each API page
+    reads a bounded number of receivers), for at most `FILL_SECONDS`; the cursor goes on from there."""
+    deadline = time.monotonic() + FILL_SECONDS
+    page = await merged_page(engine, query, _bearer(engine), filters, cursor, PAGE)
+    rows = page["receivers"]
+    while len(rows) < PAGE and page["next_cursor"] and time.monotonic() < deadline:
+        after = page["next_cursor"]
+        page = await merged_page(engine, query, _bearer(engine), filters, after, PAGE - len(rows))
+        rows += page["receivers"]
+    return {"receivers": rows, "next_cursor": page["next_cursor"]}
 
 
 def _bearer(engine: Engine) -> str:
@@ -52,7 +67,7 @@ async def overview(ui: Ui) -> web.StreamResponse:
     urls = engine.worker_urls() or [engine.own_url()]
     workers, summaries = await asyncio.gather(
         asyncio.gather(*(_worker(engine, url) for url in urls)),
-        asyncio.gather(*(_summary_from(engine, url) for url in urls)),
+        asyncio.gather(*(_summary_from(engine, url, ui.request.app[UI_SUMMARY]) for url in urls)),
     )
     minutes = _sum_minutes([w.get("activity", {}).get("minutes", []) for w in workers])
     ok, failed = sum(m["ok"] for m in minutes), sum(m["failed"] for m in minutes)
@@ -78,9 +93,25 @@ async def _worker(engine: Engine, url: URL) -> dict[str, Any]:
     return {"url": str(url), "ready": body.get("status") == "ready", **body}
 
 
-async def _summary_from(engine: Engine, url: URL) -> dict[str, Any]:
+class SummaryCache:
+    """This worker's last summary, reused for `SUMMARY_FRESH` seconds (a scan reads up to 20,000 states)."""
+
+    def __init__(self) -> None:
+        self._at = -SUMMARY_FRESH
+        self._summary: dict[str, Any] = {}
+
+    def get(self, engine: Engine) -> dict[str, Any]:
+        if time.monotonic() - self._at >= SUMMARY_FRESH:
+            self._summary, self._at = local_summary(engine, time.time()), time.monotonic()
+        return self._summary
+
+
+UI_SUMMARY: web.AppKey[SummaryCache] = web.AppKey("ui_summary")
+
+
+async def _summary_from(engine: Engine, url: URL, cache: SummaryCache) -> dict[str, Any]:
     if str(url) == str(engine.own_url()):
-        return {"url": str(url), **local_summary(engine, time.time())}
+        return {"url": str(url), **cache.get(engine)}
     return {"url": str(url), **await _get_json(engine, url.with_path("/ui/local/summary"))}
 
 
@@ -129,4 +160,4 @@ async def summary_endpoint(request: web.Request) -> web.Response:
     engine = request.app[ENGINE]
     if not bearer_authorized(request, engine.settings.api_token):
         return error_response(401, "unauthorized", "missing or wrong bearer token", "Authorization")
-    return web.json_response(local_summary(engine, time.time()))
+    return web.json_response(request.app[UI_SUMMARY].get(engine))

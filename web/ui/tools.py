@@ -57,7 +57,7 @@ async def tail_stream(ui: Ui) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"})
     await response.prepare(ui.request)
     after, _ = await ui.engine.attempts_since(2**62, 0)  # from now on
-    while not ui.request.transport or not ui.request.transport.is_closing():
+    while ui.request.transport is not None and not ui.request.transport.is_closing():  # till the tab goes
         after, found = await ui.engine.attempts_since(after, TAIL_WAIT)
         lines = [f"data: {orjson.dumps(_row(a)).decode()}\n\n" for a in found
                  if not only or a["receiver_id"] == only]
