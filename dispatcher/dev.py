@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import secrets
 import shutil
@@ -18,6 +19,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
+from pathlib import Path
 
 import orjson
 
@@ -31,7 +34,8 @@ DEV_ALLOW_TARGETS = "127.0.0.0/8,::1/128"
 # Where a worker looks for Kafka by default, so the producer snippets need no other address.
 DEV_BROKER_PORT = 9092
 WORKER_STOP_TIMEOUT = 15.0
-READY_TIMEOUT = 120.0
+READY_NOTE = 30.0  # seconds between notes while the worker is not ready
+BROKERLESS_STOP_TIMEOUT = 3.0
 PR_SET_PDEATHSIG = 1
 
 
@@ -44,18 +48,25 @@ def run_dev(broker_port: int) -> int:
     except PortClash as exc:
         print(f"webhook-dispatcher dev: {exc}", file=sys.stderr)
         return EXIT_PORT_IN_USE
-    data_dir = settings.data_dir / "dev"
-    # The embedded broker keeps nothing across runs, so neither may the tables.
-    shutil.rmtree(data_dir, ignore_errors=True)
-    data_dir.mkdir(parents=True)
+    try:
+        with DevDataDir(settings.data_dir / "dev") as data_dir:
+            return _run(broker_port, settings, token, data_dir)
+    except DataDirTaken as exc:
+        print(f"webhook-dispatcher dev: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(broker_port: int, settings: Settings, token: str, data_dir: Path) -> int:
     stop = _StopRequest()
     print(f"webhook-dispatcher {__version__}: starting the embedded broker ...", flush=True)
     try:
         broker = EmbeddedBroker(broker_port or free_port())
-        broker.start(str(data_dir / "broker.log"), preexec_fn=_child_setup)
+        broker.start(str(data_dir / "broker.log"), preexec_fn=_child_setup(os.getpid()))
     except BrokerError as exc:
         print(f"webhook-dispatcher dev: the embedded broker did not start: {exc}", file=sys.stderr)
         return 1
+    assert broker.process is not None
+    broker_gone = False
     try:
         api = f"http://{_url_host(settings.web_host)}:{settings.web_port}"
         env = {
@@ -70,26 +81,78 @@ def run_dev(broker_port: int) -> int:
         print(f"starting the worker on {api} ...", flush=True)
         worker = subprocess.Popen(
             [sys.executable, "-m", "dispatcher", "worker"], env=env, start_new_session=True,
-            preexec_fn=_child_setup,  # dev runs no threads, so a pre-exec hook is safe
+            preexec_fn=_child_setup(os.getpid()),  # dev runs no threads, so a pre-exec hook is safe
         )
         try:
-            if wait_ready(api, token, worker, stop):
+            if wait_ready(api, token, worker, stop, broker=broker.process):
                 print(banner(api, token, broker, settings), flush=True)
-            while not stop.requested and worker.poll() is None:
+            while not stop.requested and worker.poll() is None and broker.process.poll() is None:
                 time.sleep(0.2)
+            if broker.process.poll() is not None and not stop.requested:
+                broker_gone = True
+                code = broker.process.returncode
+                print(f"webhook-dispatcher dev: the embedded broker exited (code {code}; its log:"
+                      f" {data_dir / 'broker.log'}); stopping the worker", file=sys.stderr, flush=True)
         finally:
             if worker.poll() is None:
                 print("stopping the worker ...", flush=True)
-            stop_child(worker, WORKER_STOP_TIMEOUT, stop)
+            # Without a broker the worker cannot commit or flush: no point waiting long for it.
+            stop_child(worker, BROKERLESS_STOP_TIMEOUT if broker_gone else WORKER_STOP_TIMEOUT, stop)
     finally:
         broker.stop()
     if stop.requested:
         print("stopped.", flush=True)
         return 0
+    if broker_gone:
+        return 1
     code = worker.returncode
     if code != EXIT_PORT_IN_USE:
         print(f"webhook-dispatcher dev: the worker exited with code {code}", file=sys.stderr)
     return code or 1
+
+
+class DataDirTaken(Exception):
+    pass
+
+
+class DevDataDir:
+    """`<DISPATCHER_DATA_DIR>/dev`, emptied at start: only if `dev` made it, and only one `dev` at a time.
+
+    The embedded broker keeps nothing across runs, so neither may the tables. A
+    directory `dev` did not make (no marker file) is never emptied, and a lock
+    beside it keeps a second `dev` from wiping the tables of one that runs.
+    """
+
+    MARKER = ".webhook-dispatcher-dev"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock: int | None = None
+
+    def __enter__(self) -> Path:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = self.path.parent / "dev.lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DataDirTaken(f"another dev runs on {self.path} ({lock_path} is locked); stop it, or set "
+                               "DISPATCHER_DATA_DIR to another directory") from None
+        self._lock = fd
+        if self.path.exists() and any(self.path.iterdir()) and not (self.path / self.MARKER).exists():
+            self.__exit__(None, None, None)
+            raise DataDirTaken(f"{self.path} exists and was not made by dev, which empties its directory at"
+                               " every start; remove it, or set DISPATCHER_DATA_DIR to another directory")
+        shutil.rmtree(self.path, ignore_errors=True)
+        self.path.mkdir(parents=True)
+        (self.path / self.MARKER).write_text("made by `webhook-dispatcher dev`: emptied at its every start\n")
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        if self._lock is not None:
+            os.close(self._lock)  # releases the lock
+            self._lock = None
 
 
 class _StopRequest:
@@ -107,31 +170,42 @@ class _StopRequest:
         self.requested = True
 
 
-def _child_setup() -> None:
-    """In the child before exec: stop when `dev` dies, even by kill -9 (PR_SET_PDEATHSIG)."""
-    with contextlib.suppress(OSError, AttributeError):  # not Linux: no such guard
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+def _child_setup(parent: int) -> Callable[[], None]:
+    """A pre-exec hook: the child stops when `dev` dies, even by kill -9 (PR_SET_PDEATHSIG)."""
+
+    def setup() -> None:
+        with contextlib.suppress(OSError, AttributeError):  # not Linux: no such guard
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # `dev` died before the guard was set
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return setup
 
 
 def wait_ready(api: str, token: str, worker: subprocess.Popen[bytes], stop: _StopRequest,
-               limit: float = READY_TIMEOUT) -> bool:
+               limit: float | None = None, broker: subprocess.Popen[bytes] | None = None) -> bool:
     """Until `api`/readyz says ready *for this worker*: its answer (with the token) names its PID.
 
     Something else on the port that answers 200 does not count: the worker then fails to
-    listen and exits, which ends the wait.
+    listen and exits, which ends the wait. A long start says so every READY_NOTE seconds.
     """
-    deadline = time.monotonic() + limit
+    started = time.monotonic()
+    note = started + READY_NOTE
     request = urllib.request.Request(api + "/readyz", headers={"Authorization": f"Bearer {token}"})
-    while time.monotonic() < deadline and worker.poll() is None and not stop.requested:
+    while worker.poll() is None and not stop.requested and (broker is None or broker.poll() is None):
+        if limit is not None and time.monotonic() > started + limit:
+            return False
         try:
             with urllib.request.urlopen(request, timeout=1) as resp:
                 if resp.status == 200 and _pid_of(resp.read()) == worker.pid:
                     return True
         except (OSError, ValueError):
             pass
+        if time.monotonic() > note:
+            note += READY_NOTE
+            print(f"the worker is not ready after {time.monotonic() - started:.0f} s (joining the group,"
+                  " recovering tables); still waiting", flush=True)
         time.sleep(0.2)
-    if worker.poll() is None and not stop.requested:
-        print(f"webhook-dispatcher dev: the worker was not ready within {limit:.0f} s", file=sys.stderr)
     return False
 
 

@@ -72,6 +72,12 @@ async def test_dev_delivers_and_stops_its_children_on_ctrl_c(tmp_path: Path, rec
         assert receiver.deliveries[0].headers["webhook-event-type"] == "hello.world"
         children = _children(proc.pid)
         assert len(children) == 2  # the broker and the worker
+        # A second dev on the same data dir would wipe this one's tables: it is refused.
+        second = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "dispatcher", "dev"], env=_dev_env(tmp_path, free_port()),
+            capture_output=True, text=True, timeout=60,
+        )
+        assert second.returncode == 2 and "another dev runs on" in second.stderr, second
         os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C: the whole group
         await wait_until(lambda: proc.poll() is not None, 30, "dev to stop")
         assert proc.returncode == 0
@@ -103,6 +109,42 @@ async def test_children_stop_when_dev_is_killed(tmp_path: Path) -> None:
         proc.wait(10)
     await wait_until(lambda: all(not Path(f"/proc/{c}").exists() or _is_zombie(c) for c in children),
                      30, "the orphaned children to stop")
+
+
+async def test_dev_stops_when_its_broker_dies(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dispatcher", "dev"], env=_dev_env(tmp_path, free_port()),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        await _read_banner(proc)
+        children = _children(proc.pid)
+        broker = [c for c in children if "broker" in Path(f"/proc/{c}/cmdline").read_text()]
+        assert len(broker) == 1, children
+        os.kill(broker[0], signal.SIGKILL)
+        await wait_until(lambda: proc.poll() is not None, 30, "dev to stop")
+        assert proc.returncode == 1
+        assert proc.stdout is not None
+        tail = proc.stdout.read().decode(errors="replace")
+        assert "the embedded broker exited" in tail, tail
+        assert all(not Path(f"/proc/{c}").exists() or _is_zombie(c) for c in children)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+async def test_dev_never_empties_a_directory_it_did_not_make(tmp_path: Path) -> None:
+    mine = tmp_path / "data" / "dev"
+    mine.mkdir(parents=True)
+    (mine / "fixtures.sql").write_text("precious")
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "dispatcher", "dev"], env=_dev_env(tmp_path, free_port()),
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2, done
+    assert "was not made by dev" in done.stderr and str(mine) in done.stderr
+    assert (mine / "fixtures.sql").read_text() == "precious"
 
 
 def _dev_env(tmp_path: Path, port: int) -> dict[str, str]:
