@@ -140,7 +140,7 @@ class DevDataDir:
             raise DataDirTaken(f"another dev runs on {self.path} ({lock_path} is locked); stop it, or set "
                                "DISPATCHER_DATA_DIR to another directory") from None
         self._lock = fd
-        if self.path.exists() and any(self.path.iterdir()) and not (self.path / self.MARKER).exists():
+        if self.path.exists() and any(self.path.iterdir()) and not self._made_by_dev():
             self.__exit__(None, None, None)
             raise DataDirTaken(f"{self.path} exists and was not made by dev, which empties its directory at"
                                " every start; remove it, or set DISPATCHER_DATA_DIR to another directory")
@@ -148,6 +148,10 @@ class DevDataDir:
         self.path.mkdir(parents=True)
         (self.path / self.MARKER).write_text("made by `webhook-dispatcher dev`: emptied at its every start\n")
         return self.path
+
+    def _made_by_dev(self) -> bool:
+        # Versions before the marker left their embedded broker's log there.
+        return (self.path / self.MARKER).exists() or (self.path / "broker.log").exists()
 
     def __exit__(self, *exc: object) -> None:
         if self._lock is not None:
