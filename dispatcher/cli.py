@@ -55,17 +55,24 @@ def _port(text: str) -> int:
 
 
 def _listen(args: argparse.Namespace) -> int:
+    from .domain.signing import SecretError, check_verify_key
     from .listen import run_listener
-    from .ports import EXIT_PORT_IN_USE, PortClash, check_port_free
+    from .ports import CannotListen, check_port_free
 
     if not 100 <= args.status <= 599:
         print(f"error: --status {args.status} is not an HTTP status (100..599)", file=sys.stderr)
         return 2
+    if args.secret:
+        try:
+            check_verify_key(args.secret)
+        except SecretError as exc:
+            print(f"error: --secret (or WEBHOOK_SECRET): {exc}", file=sys.stderr)
+            return 2
     try:
-        check_port_free(args.host, args.port, "--port")
-    except PortClash as exc:
+        check_port_free(args.host, args.port, "--port", "--host")
+    except CannotListen as exc:
         print(f"webhook-dispatcher listen: {exc}", file=sys.stderr)
-        return EXIT_PORT_IN_USE
+        return exc.exit_code
     return run_listener(args.host, args.port, args.secret, args.status)
 
 

@@ -26,7 +26,7 @@ import orjson
 
 from . import __version__
 from .broker import EMBEDDED_BROKER_SETTINGS, BrokerError, EmbeddedBroker, free_port
-from .ports import EXIT_PORT_IN_USE, PortClash, check_port_free
+from .ports import EXIT_PORT_IN_USE, CannotListen, check_port_free
 from .settings import Settings, is_wildcard
 
 # `dev` runs receivers on the developer's machine; a worker allows no loopback.
@@ -43,11 +43,12 @@ def run_dev(broker_port: int) -> int:
     settings = Settings.from_env(require_https=False, allow_targets=DEV_ALLOW_TARGETS)
     token = settings.api_token or secrets.token_urlsafe(24)
     try:
-        check_port_free(settings.web_host, settings.web_port, "DISPATCHER_WEB_PORT")
+        check_port_free(settings.web_host, settings.web_port, "DISPATCHER_WEB_PORT", "DISPATCHER_WEB_HOST",
+                        any_port=False)
         check_port_free("127.0.0.1", broker_port, "DISPATCHER_DEV_BROKER_PORT (or --broker-port; 0: any)")
-    except PortClash as exc:
+    except CannotListen as exc:
         print(f"webhook-dispatcher dev: {exc}", file=sys.stderr)
-        return EXIT_PORT_IN_USE
+        return exc.exit_code
     try:
         with DevDataDir(settings.data_dir / "dev") as data_dir:
             return _run(broker_port, settings, token, data_dir)

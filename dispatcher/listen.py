@@ -38,7 +38,8 @@ class Listener:
             return "not checked"
         if not (msg_id and stamp and signature):
             return "BAD: webhook-id, -timestamp or -signature missing"
-        if not stamp.isdigit() or abs(now - int(stamp)) > self.tolerance:
+        well_formed = stamp.isascii() and stamp.isdigit() and len(stamp) <= 12  # not `²`, nor 5,000 digits
+        if not well_formed or abs(now - int(stamp)) > self.tolerance:
             return f"BAD: timestamp {stamp!r} is more than {self.tolerance} s off"
         try:
             good = verify_with(self.key, msg_id, int(stamp), body, signature)
@@ -79,7 +80,8 @@ def run_listener(host: str, port: int, key: str | None, status: int) -> int:
     app = web.Application(client_max_size=16 * 1024 * 1024)
     app.router.add_route("*", "/{path:.*}", listener.handle)
     checked = "checking signatures" if key else "not checking signatures (no --secret)"
-    print(f"listening on http://{host}:{port}/ (any path), answering {status}, {checked}; Ctrl-C stops",
+    shown = f"[{host}]" if ":" in host else host
+    print(f"listening on http://{shown}:{port}/ (any path), answering {status}, {checked}; Ctrl-C stops",
           flush=True)
     web.run_app(app, host=host, port=port, print=None, handle_signals=True)
     return 0

@@ -35,7 +35,7 @@ from .overrides.app import DispatcherApp, QuietWorker
 from .overrides.highwaters import client_options
 from .ownership import Ownership
 from .partitioning import partitioner
-from .ports import EXIT_PORT_IN_USE, PortClash, check_port_free
+from .ports import CannotListen, check_port_free
 from .settings import RECORD_OVERHEAD, Settings, SettingsError
 from .slow_lane import Pacer, SlowLane
 from .subscription_feed import SubscriptionFeed
@@ -377,10 +377,11 @@ def http_client(name: str) -> type[Http1Transport] | type[AiohttpTransport]:
 def run_worker(settings: Settings) -> int:
     """Run one worker until SIGINT/SIGTERM; return the exit code."""
     try:
-        check_port_free(settings.web_host, settings.web_port, "DISPATCHER_WEB_PORT")
-    except PortClash as exc:
+        check_port_free(settings.web_host, settings.web_port, "DISPATCHER_WEB_PORT", "DISPATCHER_WEB_HOST",
+                        any_port=False)
+    except CannotListen as exc:
         print(f"webhook-dispatcher worker: {exc}", file=sys.stderr, flush=True)
-        return EXIT_PORT_IN_USE
+        return exc.exit_code
     loop = new_event_loop(settings.event_loop)
     prepare_data_dir(settings.data_dir)
     dispatcher = Dispatcher(settings)

@@ -135,14 +135,33 @@ def verify(key: bytes, msg_id: str, timestamp: int, body: bytes, header: str) ->
     )
 
 
-def verify_with(key: str, msg_id: str, timestamp: int, body: bytes, header: str) -> bool:
-    """What a receiver checks: any `v1` signature under a `whsec_` secret, or `v1a` under a `whpk_` key."""
-    if not key.startswith(PUBLIC_KEY_PREFIX):
-        return verify(decode_secret(key), msg_id, timestamp, body, header)
+def check_verify_key(key: str) -> None:
+    """Raise SecretError unless `key` is what a receiver verifies with: `whsec_` or a `whpk_` key."""
+    if key.startswith(PUBLIC_KEY_PREFIX):
+        _public_key(key)
+    elif key.startswith(SECRET_PREFIX):
+        decode_secret(key)
+    else:
+        raise SecretError(f"must start with '{SECRET_PREFIX}' (HMAC) or '{PUBLIC_KEY_PREFIX}' (ed25519)")
+
+
+def _public_key(key: str) -> Ed25519PublicKey:
     raw = _decode_prefixed(key, PUBLIC_KEY_PREFIX, "public key")
     if len(raw) != 32:
         raise SecretError("public key must decode to 32 bytes")
-    public = Ed25519PublicKey.from_public_bytes(raw)
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def verify_with(key: str, msg_id: str, timestamp: int, body: bytes, header: str) -> bool:
+    """What a receiver checks: any `v1` signature under a `whsec_` secret, or `v1a` under a `whpk_` key.
+
+    The id and header come from outside: anything not ASCII simply does not match.
+    """
+    if not (msg_id.isascii() and header.isascii()):
+        return False
+    if not key.startswith(PUBLIC_KEY_PREFIX):
+        return verify(decode_secret(key), msg_id, timestamp, body, header)
+    public = _public_key(key)
     content = _signed_content(msg_id, timestamp, body)
     for candidate in header.split():
         if not candidate.startswith("v1a,"):

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import io
 
-from dispatcher.domain.signing import generate_secret, generate_signing_key, public_key_of, signature_header
+import pytest
+
+from dispatcher.domain.signing import (
+    SecretError,
+    check_verify_key,
+    generate_secret,
+    generate_signing_key,
+    public_key_of,
+    signature_header,
+)
 from dispatcher.listen import Listener
 
 NOW = 1_800_000_000
@@ -44,3 +53,23 @@ def test_a_wrong_key_a_changed_body_or_an_old_timestamp_fail() -> None:
     broken = Listener("whpk_notbase64!", out=io.StringIO())
     assert broken.check(_headers([secret]), BODY, NOW).startswith("BAD")
     assert Listener(None, out=io.StringIO()).check(_headers([secret]), BODY, NOW) == "not checked"
+
+
+def test_hostile_headers_are_bad_requests_never_an_error() -> None:
+    secret = generate_secret()
+    listener = Listener(secret, out=io.StringIO())
+    good = _headers([secret])
+    for name, value in (("webhook-signature", "v1,\udce9\udcff"), ("webhook-id", "\udcff\udcfe"),
+                        ("webhook-timestamp", "²"), ("webhook-timestamp", "9" * 5000)):
+        assert listener.check({**good, name: value}, BODY, NOW).startswith("BAD"), (name, value)
+    public = public_key_of(generate_signing_key())
+    hostile = {**good, "webhook-signature": "v1a,\udcff"}
+    assert Listener(public, out=io.StringIO()).check(hostile, BODY, NOW) != "ok"
+
+
+def test_a_key_that_cannot_verify_is_refused_at_start() -> None:
+    for key in ("nonsense", "whpk_AAAA", "whsec_short", "whsk_" + "A" * 43 + "="):
+        with pytest.raises(SecretError):
+            check_verify_key(key)
+    check_verify_key(generate_secret())
+    check_verify_key(public_key_of(generate_signing_key()))
