@@ -110,6 +110,7 @@ class Deliverer:
         self._counter = 0
         self.counts = Counts()  # the worker's, for /metrics (actor_parts.py shares one)
         self.tracing = Tracing()  # off unless the worker sets it up (tracing.py)
+        self.trace_receivers: frozenset[str] = frozenset()  # get the attempt's traceparent ("*": all)
 
     def busy(self, receiver_id: str) -> bool:
         return receiver_id in self._jobs
@@ -292,7 +293,11 @@ class Deliverer:
                       "webhook.seq": first["seq"], "webhook.attempt": job.attempt,
                       "webhook.lane": str(job.lane), "webhook.batch_size": len(entries)}
         with self.tracing.span("webhook.deliver", "client", first.get("traceparent"), attributes) as span:
-            outcome = await self._post(job, entries, batching)
+            wanted = self.trace_receivers
+            extra = None
+            if wanted and ("*" in wanted or job.receiver_id in wanted):
+                extra = {"traceparent": self.tracing.traceparent() or ""}
+            outcome = await self._post(job, entries, batching, extra)
             span.set_attribute("webhook.outcome", outcome_label(outcome, job.config.retry))
             span.set_attribute("webhook.latency_ms", outcome.latency_ms)
             if outcome.status is not None:
@@ -349,7 +354,9 @@ class Deliverer:
         outcome = await self._timed_post(token, config, headers, body, 0, ping_id)
         return evolve(outcome, probe=True)
 
-    async def _post(self, job: Job, entries: list[dict[str, Any]], batching: bool) -> Outcome:
+    async def _post(
+        self, job: Job, entries: list[dict[str, Any]], batching: bool, extra: dict[str, str] | None = None
+    ) -> Outcome:
         first = entries[0]
         last = entries[-1]["seq"] if batching else 0
         msg_id = batch_id(job.receiver_id, first["seq"], last) if batching else first["id"]
@@ -360,6 +367,8 @@ class Deliverer:
             else:
                 body = build_body(first)
                 headers = build_headers(job.config, first, body, self._clock())
+            if extra:  # not signed: the signature covers the id, the timestamp and the body
+                headers = {**headers, **extra}
         except Exception as exc:
             log.exception("cannot build request msg_id=%s seq=%s", msg_id, first.get("seq"))
             error = f"internal: {exc}"

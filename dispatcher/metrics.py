@@ -10,6 +10,7 @@ grows with the trouble, not with the fleet; per-receiver series are the
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
@@ -34,6 +35,7 @@ CHANGELOG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.
 OUTCOMES = ("success", "retryable", "permanent", "gone", "timeout", "connect_error", "blocked")
 KINDS = ("message", "batch", "probe", "ping")
 SOURCES = ("api", "kafka", "fanout")
+CHUNK = 5000  # lag entries surveyed between two yields to the event loop (about 2.5 ms)
 _DEFAULT_RETRY = RetryPolicy()
 
 
@@ -171,36 +173,70 @@ class ReceiverBook:
         for receiver_id in [rid for rid, lag in self.lag.items() if lag.partition in gone]:
             del self.lag[receiver_id]
 
-    def by_status(self) -> dict[str, int]:
-        """Receivers per status; `active` is every owned receiver not kept with another status."""
-        out = dict.fromkeys(STATUSES, 0)
-        for lag in self.lag.values():
-            out[lag.status] += 1
-        out["active"] = max(0, sum(self.counts.values()) - sum(out.values()) + out["active"])
-        return out
+    def survey(self, top: int, always: frozenset[str]) -> Survey:
+        """The book's figures in one pass (on the event loop: `survey_in_chunks` for a large book)."""
+        survey = Survey(top)
+        survey.add(self.lag.items())
+        return survey.finish(self, always)
 
-    def oldest(self, top: int, always: frozenset[str]) -> list[tuple[str, Lag]]:
-        """The `top` receivers with the oldest undelivered message, then those named in `always`."""
-        aged = ((rid, lag) for rid, lag in self.lag.items() if lag.oldest > 0)
-        chosen = heapq.nsmallest(top, aged, key=lambda item: item[1].oldest) if top > 0 else []
-        named = {rid for rid, _ in chosen}
-        chosen += [(rid, self.lag[rid]) for rid in sorted(always - named) if rid in self.lag]
-        return chosen
+
+async def survey_in_chunks(
+    book: ReceiverBook, top: int, always: frozenset[str], chunk: int = CHUNK
+) -> Survey:
+    """`book.survey`, yielding to the event loop every `chunk` receivers: 100,000 failing receivers
+    took the loop for about 50 ms in one pass. Judged on a copy of the book as the scrape began."""
+    survey, items = Survey(top), list(book.lag.items())
+    for start in range(0, len(items), chunk):
+        survey.add(items[start : start + chunk])
+        await asyncio.sleep(0)
+    return survey.finish(book, always)
+
+
+class Survey:
+    """A scrape's figures over the lag book: totals, receivers per status, the `top` oldest."""
+
+    def __init__(self, top: int) -> None:
+        self.top = top
+        self.backlog = 0
+        self.circuits = 0
+        self.oldest = 0.0  # accepted time of the oldest undelivered message; 0: none
+        self.statuses = dict.fromkeys(STATUSES, 0)
+        self._heap: list[tuple[float, str, Lag]] = []  # the top oldest, as (-accepted time, id, lag)
+        self.chosen: list[tuple[str, Lag]] = []
+
+    def add(self, items: Iterable[tuple[str, Lag]]) -> None:
+        backlog, circuits, oldest, statuses, heap, top = (
+            self.backlog, self.circuits, self.oldest, self.statuses, self._heap, self.top)
+        for rid, lag in items:
+            backlog += lag.backlog
+            circuits += lag.circuit_open
+            statuses[lag.status] += 1
+            accepted = lag.oldest
+            if accepted:
+                if not oldest or accepted < oldest:
+                    oldest = accepted
+                if len(heap) < top:
+                    heapq.heappush(heap, (-accepted, rid, lag))
+                elif top and -accepted > heap[0][0]:
+                    heapq.heapreplace(heap, (-accepted, rid, lag))
+        self.backlog, self.circuits, self.oldest = backlog, circuits, oldest
+
+    def finish(self, book: ReceiverBook, always: frozenset[str]) -> Survey:
+        """`active` is every owned receiver the book does not keep with another status."""
+        self.statuses["active"] = max(0, sum(book.counts.values()) - sum(self.statuses.values())
+                                      + self.statuses["active"])
+        self.chosen = [(rid, lag) for _, rid, lag in sorted(self._heap, reverse=True)]
+        named = {rid for rid, _ in self.chosen}
+        self.chosen += [(rid, book.lag[rid]) for rid in sorted(always - named) if rid in book.lag]
+        return self
+
+    def figures(self, now: float) -> Iterator[tuple[str, float]]:
+        """The fleet-wide lag figures: (name, value)."""
+        yield "backlog_messages", float(self.backlog)
+        yield "circuit_open_receivers", float(self.circuits)
+        yield "oldest_undelivered_age_seconds", max(0.0, now - self.oldest) if self.oldest else 0.0
 
 
 def parse_receiver_ids(text: str) -> frozenset[str]:
     """DISPATCHER_METRICS_RECEIVERS: comma-separated receiver ids."""
     return frozenset(part.strip() for part in text.split(",") if part.strip())
-
-
-def summary(book: ReceiverBook, now: float) -> Iterator[tuple[str, float]]:
-    """The fleet-wide lag figures over the book: (name, value)."""
-    backlog, circuits, oldest = 0, 0, 0.0
-    for lag in book.lag.values():
-        backlog += lag.backlog
-        circuits += lag.circuit_open
-        if lag.oldest and (not oldest or lag.oldest < oldest):
-            oldest = lag.oldest
-    yield "backlog_messages", float(backlog)
-    yield "circuit_open_receivers", float(circuits)
-    yield "oldest_undelivered_age_seconds", max(0.0, now - oldest) if oldest else 0.0

@@ -69,6 +69,7 @@ class Settings:
     metrics_token: str = ""
     metrics_top_receivers: int = 20  # per-receiver lag series: the N oldest backlogs
     metrics_receivers: str = ""  # comma-separated receiver ids that always get per-receiver series
+    trace_receivers: str = ""  # receiver ids ("*": all) whose requests carry a traceparent header
     # uvloop (the default) or asyncio: see dispatcher/event_loop.py
     event_loop: str = "uvloop"
     # delivery

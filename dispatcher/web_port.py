@@ -18,7 +18,6 @@ from web.engine import Engine, InFlight, WebSettings
 from .domain.actor import Policy, ReceiverState
 from .domain.records import Outcome, ReceiverConfig, Verification
 from .settings import Settings
-from .worker_metrics import exposition
 
 if TYPE_CHECKING:
     from .worker import Dispatcher
@@ -58,8 +57,8 @@ class DispatcherPort:
     def stats(self) -> dict[str, Any]:
         return self._dispatcher.stats()
 
-    def metrics(self) -> bytes:
-        return exposition(self._dispatcher.metrics)
+    async def metrics(self) -> bytes:
+        return await self._dispatcher.metrics.render()
 
     # ownership -----------------------------------------------------------------------------------
 

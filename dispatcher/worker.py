@@ -31,6 +31,7 @@ from .heap import HeapTrimmer
 from .http1 import Http1Transport
 from .log_format import logging_config
 from .logs import library_level
+from .metrics import parse_receiver_ids
 from .overrides.app import DispatcherApp, QuietWorker
 from .overrides.highwaters import client_options
 from .ownership import Ownership
@@ -132,6 +133,7 @@ class Dispatcher:
         self.metrics = worker_registry(self, self.loop_lag)  # /metrics, read at scrape time
         self.tracing = setup_tracing()  # off unless OTEL_* asks for traces
         self.deliverer.tracing = self.fanout.tracing = self.tracing
+        self.deliverer.trace_receivers = parse_receiver_ids(settings.trace_receivers)
         # The background loops, each a service that owns its task; every loop ends at its stop.
         self.services: list[Service] = [
             self.table, self.fence, self.timers, self.slow_lane, HeapTrimmer(settings.heap_trim_interval),

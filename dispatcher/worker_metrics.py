@@ -27,8 +27,9 @@ from .metrics import (
     Counts,
     Histogram,
     ReceiverBook,
+    Survey,
     parse_receiver_ids,
-    summary,
+    survey_in_chunks,
 )
 
 LOOP_TICK = 0.25  # seconds between two looks at the event loop's lag
@@ -75,6 +76,11 @@ class WorkerCollector(Collector):
     ) -> None:
         self.counts, self.book, self.figures, self.loop_lag = counts, book, figures, loop_lag
         self.top, self.always, self.clock = top, always, clock
+        self._prepared: Survey | None = None
+
+    async def prepare(self) -> None:
+        """Survey the lag book before a scrape, a chunk at a time (`collect` then only reads it)."""
+        self._prepared = await survey_in_chunks(self.book, self.top, self.always)
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily | HistogramMetricFamily]:
         yield from self._counters()
@@ -105,19 +111,20 @@ class WorkerCollector(Collector):
                         c.changelog_seconds)
 
     def _receivers(self) -> Iterator[GaugeMetricFamily]:
-        book, now = self.book, self.clock()
+        survey, self._prepared = self._prepared or self.book.survey(self.top, self.always), None
+        now = self.clock()
         by_status = gauge("receivers", "Receivers owned by this worker, by status.", ["status"])
-        for word, value in book.by_status().items():
+        for word, value in survey.statuses.items():
             by_status.add_metric([word], value)
         yield by_status
-        for name, figure in summary(book, now):
+        for name, figure in survey.figures(now):
             yield gauge(name, _SUMMARY_HELP[name], value=figure)
         backlog = gauge("receiver_backlog_messages", "Backlog of the receivers with the oldest undelivered "
                         "message (top N) and of those named in DISPATCHER_METRICS_RECEIVERS.",
                         ["receiver_id"])
         age = gauge("receiver_oldest_undelivered_age_seconds", "Age of the oldest undelivered message of the "
                     "same receivers.", ["receiver_id"])
-        for receiver_id, lag in book.oldest(self.top, self.always):
+        for receiver_id, lag in survey.chosen:
             backlog.add_metric([receiver_id], lag.backlog)
             age.add_metric([receiver_id], max(0.0, now - lag.oldest) if lag.oldest else 0.0)
         yield backlog
@@ -175,8 +182,20 @@ def exposition(registry: CollectorRegistry) -> bytes:
     return generate_latest(registry)
 
 
-def worker_registry(dispatcher: Any, loop_lag: LoopLag) -> CollectorRegistry:
-    """The registry of one worker (`worker.Dispatcher`), reading its parts at scrape time."""
+class WorkerMetrics:
+    """One worker's registry and its collector: `render` is a scrape."""
+
+    def __init__(self, collector: WorkerCollector) -> None:
+        self.collector = collector
+        self.registry = new_registry(collector)
+
+    async def render(self) -> bytes:
+        await self.collector.prepare()
+        return exposition(self.registry)
+
+
+def worker_registry(dispatcher: Any, loop_lag: LoopLag) -> WorkerMetrics:
+    """The metrics of one worker (`worker.Dispatcher`), reading its parts at scrape time."""
     settings, runner, ownership = dispatcher.settings, dispatcher.runner, dispatcher.ownership
     figures = WorkerFigures(
         in_flight=lambda: {str(lane): n for lane, n in dispatcher.deliverer.pool.used.items()},
@@ -189,7 +208,7 @@ def worker_registry(dispatcher: Any, loop_lag: LoopLag) -> CollectorRegistry:
         dispatcher.deliverer.counts, runner.book, figures, loop_lag,
         settings.metrics_top_receivers, parse_receiver_ids(settings.metrics_receivers),
     )
-    return new_registry(collector)
+    return WorkerMetrics(collector)
 
 
 def consumer_lag(dispatcher: Any) -> dict[int, int]:

@@ -60,7 +60,7 @@ class Engine(Protocol):
         """The worker's figures for /readyz (partitions, in-flight deliveries, subscriptions...)."""
         ...
 
-    def metrics(self) -> bytes:
+    async def metrics(self) -> bytes:
         """The worker's metrics in the Prometheus text format, computed now."""
         ...
 

@@ -21,6 +21,6 @@ async def metrics(request: web.Request) -> web.Response:
     if token and not bearer_authorized(request, token):
         return error_response(401, "unauthorized", "missing or wrong bearer token (DISPATCHER_METRICS_TOKEN)",
                               "Authorization")
-    response = web.Response(body=engine.metrics())
+    response = web.Response(body=await engine.metrics())
     response.headers["Content-Type"] = CONTENT_TYPE
     return response

@@ -24,12 +24,13 @@ TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
 PRODUCER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 PRODUCER_SPAN = "b7ad6b7169203331"
+OPTED_IN = "rcv_wants_traceparent"  # DISPATCHER_TRACE_RECEIVERS
 
 
 @pytest.fixture(scope="module")
 async def worker(make_module_worker: Callable[..., WorkerProcess]) -> AsyncIterator[WorkerProcess]:
     proc = make_module_worker(OTEL_TRACES_EXPORTER="console", OTEL_BSP_SCHEDULE_DELAY="50",
-                              OTEL_SERVICE_NAME="dispatcher-under-test")
+                              OTEL_SERVICE_NAME="dispatcher-under-test", DISPATCHER_TRACE_RECEIVERS=OPTED_IN)
     await proc.wait_ready()
     yield proc
 
@@ -64,7 +65,7 @@ async def test_api_message_is_one_trace_under_the_callers_traceparent(
 ) -> None:
     recv = await Receiver().start()
     try:
-        rid = (await api.create_receiver(recv.url("traced"), event_types=["traced.*"]))["id"]
+        rid = (await api.create_receiver(recv.url("traced"), id=OPTED_IN, event_types=["traced.*"]))["id"]
         headers = {"Authorization": f"Bearer {TOKEN}", "traceparent": f"00-{TRACE}-{CALLER_SPAN}-01"}
         body = {"receiver_id": rid, "event_type": "traced.one", "payload": {}}
         async with aiohttp.ClientSession() as session, session.post(
@@ -86,6 +87,7 @@ async def test_api_message_is_one_trace_under_the_callers_traceparent(
     assert (attrs["webhook.receiver_id"], attrs["webhook.seq"], attrs["webhook.attempt"]) == (rid, 1, 1)
     assert attrs["http.response.status_code"] == 200 and attrs["webhook.outcome"] == "success"
     assert deliver["resource"]["attributes"]["service.name"] == "dispatcher-under-test"
+    assert recv.completed[0].headers["traceparent"] == f"00-{TRACE}-{span_id(deliver)}-01", "opted in"
 
 
 async def test_a_producers_own_traceparent_is_the_parent(
@@ -106,6 +108,7 @@ async def test_a_producers_own_traceparent_is_the_parent(
         await wait_until(lambda: bool(delivery_of(worker, "traced-direct")), 30, "its delivery span")
     finally:
         await recv.stop()
+    assert "traceparent" not in recv.completed[0].headers, "not opted in"
     deliver = delivery_of(worker, "traced-direct")[0]
     assert (trace_of(deliver), parent_of(deliver)) == (PRODUCER_TRACE, PRODUCER_SPAN)
 

@@ -9,7 +9,7 @@ from dispatcher.domain.actor import ReceiverState
 from dispatcher.domain.breaker import Breaker, Circuit
 from dispatcher.domain.records import Outcome, ReceiverConfig
 from dispatcher.domain.window import Slot
-from dispatcher.metrics import Counts, Histogram, ReceiverBook, outcome_label
+from dispatcher.metrics import Counts, Histogram, ReceiverBook, outcome_label, survey_in_chunks
 from dispatcher.worker_metrics import LoopLag, WorkerCollector, WorkerFigures, exposition, new_registry
 
 NOW = 1_000_000.0
@@ -65,11 +65,12 @@ def test_book_keeps_only_receivers_with_something_to_report() -> None:
     book.note(failing("down", 5, NOW - 60), 0)
     book.note(state("paused", paused=True), 1)
     assert set(book.lag) == {"down", "paused"}
-    assert book.by_status()["failing"] == 1 and book.by_status()["paused"] == 1
+    statuses = book.survey(20, frozenset()).statuses
+    assert statuses["failing"] == 1 and statuses["paused"] == 1
     book.note(state("down", next_seq=6, delivered_seq=5), 0)  # drained: active again
     assert set(book.lag) == {"paused"}
     book.drop_partitions({1})
-    assert book.lag == {} and book.by_status()["active"] == 3
+    assert book.lag == {} and book.survey(20, frozenset()).statuses["active"] == 3
 
 
 def test_oldest_of_an_unordered_receiver_is_its_oldest_slot() -> None:
@@ -99,3 +100,19 @@ def test_ten_thousand_failing_receivers_make_a_bounded_number_of_series() -> Non
     assert found[("webhook_dispatcher_circuit_open_receivers", ())] == 10_000
     assert found[("webhook_dispatcher_oldest_undelivered_age_seconds", ())] == 9_999
     assert found[("webhook_dispatcher_receivers", (("status", "failing"),))] == 10_000
+
+
+async def test_a_survey_in_chunks_finds_what_one_pass_finds() -> None:
+    book = ReceiverBook()
+    book.counted(0, 1_000)
+    for n in range(1_000):
+        book.note(failing(f"rcv_{n:05d}", 1 + n % 3, NOW - (n * 7919) % 1_000), 0)
+    book.note(state("paused", paused=True), 0)
+    whole = book.survey(5, frozenset({"paused", "rcv_00000"}))
+    chunked = await survey_in_chunks(book, 5, frozenset({"paused", "rcv_00000"}), chunk=64)
+    assert chunked.chosen == whole.chosen and chunked.statuses == whole.statuses
+    totals = (whole.backlog, whole.circuits, whole.oldest)
+    assert (chunked.backlog, chunked.circuits, chunked.oldest) == totals
+    ages = [NOW - lag.oldest for _, lag in whole.chosen[:5]]
+    assert ages == sorted(ages, reverse=True) and ages[0] == 999, "the oldest first"
+    assert [rid for rid, _ in whole.chosen[5:]] == ["paused", "rcv_00000"], "named, not among the top"
