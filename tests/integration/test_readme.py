@@ -25,6 +25,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,6 +170,11 @@ async def test_readme_examples_run_as_written(tmp_path: Path) -> None:
         text = shell_out.read_text(errors="replace")
         assert "REJECTED" not in text and "signature BAD" not in text, text[-6000:]
         assert re.search(r"-> 503", text), text[-6000:]  # the failing receiver was tried
+        # A verifier that let everything through would pass the above: each refuses forgeries.
+        forged = await _forge_requests([int(ports[p]) for p in ("9002", "9003", "9004", "9005")])
+        assert set(forged) == {401}, forged
+        await wait_until(lambda: _count(shell_out, r"^REJECTED ") == len(forged), 30,
+                         "every forged request rejected by the README's receivers")
     finally:
         if shell is not None and shell.poll() is None:
             os.killpg(shell.pid, signal.SIGTERM)
@@ -183,6 +189,34 @@ async def test_readme_examples_run_as_written(tmp_path: Path) -> None:
                 dev.wait(10)
     tail = dev_out.read_text(errors="replace").split("=" * 78 + "\n")[-1]
     assert "stopped." in tail and "Traceback" not in tail and "ERROR" not in tail, tail
+
+
+FORGERIES = (
+    {},  # no webhook headers at all
+    {"webhook-id": "msg_forged", "webhook-signature": "v1,AAAA v1a,AAAA"},  # a stale-less bad signature
+    {"webhook-id": "msg_forged", "webhook-signature": "v1,\xe9\xff v1a,\xe9\xff"},  # not ASCII
+    {"webhook-id": "msg_forged", "webhook-signature": "v1,AAAA", "webhook-timestamp": "\xb2"},  # "²"
+    {"webhook-id": "msg_forged", "webhook-signature": "v1,AAAA", "webhook-timestamp": "9" * 5000},
+)
+
+
+async def _forge_requests(ports: list[int]) -> list[int]:
+    """POST requests no key signed (some with hostile header bytes) to each receiver: the statuses."""
+    statuses = []
+    for port in ports:
+        for headers in FORGERIES:
+            stamp = {"webhook-timestamp": str(int(time.time()))}
+            raw = "".join(f"{k}: {v}\r\n" for k, v in {**stamp, **headers}.items())
+            body = b'{"type":"order.shipped","data":{"order":666}}'
+            request = (f"POST /hook HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+                       f"content-length: {len(body)}\r\nconnection: close\r\n{raw}\r\n").encode("latin-1")
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(request + body)
+            await writer.drain()
+            status_line = await asyncio.wait_for(reader.readline(), 10)
+            writer.close()
+            statuses.append(int(status_line.split()[1]) if status_line else 0)
+    return statuses
 
 
 def _banner(path: Path) -> str:
