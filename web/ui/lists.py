@@ -24,7 +24,7 @@ from .charts import activity_bars
 from .guard import Ui
 
 PAGE = 50  # receivers a page
-FILL_SECONDS = 1.0  # a sparse search reads on for this long before it shows a short page
+FILL_SECONDS = 1.0  # a search that matches nothing yet reads on this long before it shows an empty page
 SUMMARY_BUDGET = 20_000  # states one worker reads for the overview's counts (the rest is left out)
 SUMMARY_FRESH = 5.0  # s a worker's counts are reused: reloading the overview does not rescan
 OLDEST = 10
@@ -44,12 +44,12 @@ async def receivers(ui: Ui) -> web.StreamResponse:
 
 
 async def _fuller_page(engine: Engine, query: dict[str, str], filters: Any, cursor: str) -> dict[str, Any]:
-    """The API's pages, followed while a filter that matches few leaves this one short (each API page
+    """The API's pages, followed while a filter that matches few leaves this one empty (each API page
     reads a bounded number of receivers), for at most `FILL_SECONDS`; the cursor goes on from there."""
     deadline = time.monotonic() + FILL_SECONDS
     page = await merged_page(engine, query, _bearer(engine), filters, cursor, PAGE)
     rows = page["receivers"]
-    while len(rows) < PAGE and page["next_cursor"] and time.monotonic() < deadline:
+    while not rows and page["next_cursor"] and time.monotonic() < deadline:
         after = page["next_cursor"]
         page = await merged_page(engine, query, _bearer(engine), filters, after, PAGE - len(rows))
         rows += page["receivers"]
