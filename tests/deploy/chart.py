@@ -11,8 +11,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "webhook-dispatcher"
-# The Kubernetes version manifests are validated against (kubernetes-validate's schemas); the
-# chart's kubeVersion floor is older, so nothing newer than this is used.
+# The Kubernetes version manifests are validated against (kubernetes-validate's schemas, strict:
+# an unknown field fails), and the floor of the chart's kubeVersion as well.
 KUBE_VERSION = "1.30.0"
 BROKER = "kafka://kafka-0.kafka:9092"
 RELEASE, NAMESPACE = "hooks", "webhooks"

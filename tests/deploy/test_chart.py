@@ -67,17 +67,24 @@ def test_lint_is_clean(name: str) -> None:
     assert report["errors"] == [] and problems == [], report
 
 
-def test_every_manifest_validates_against_the_pinned_kubernetes(renders: dict[str, Render]) -> None:
+def oldest_kubernetes() -> str:
+    """The floor of Chart.yaml's kubeVersion (">=1.27.0-0" -> "1.27.0")."""
+    floor = yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"]
+    return floor.removeprefix(">=").split("-")[0]
+
+
+@pytest.mark.parametrize("version", [KUBE_VERSION, oldest_kubernetes()])
+def test_every_manifest_validates_against_kubernetes(renders: dict[str, Render], version: str) -> None:
     checked = 0
     for name, rendered in renders.items():
         for manifest in rendered.manifests:
             if manifest["kind"] in CUSTOM_KINDS:
                 continue
             try:
-                kubernetes_validate.validate(manifest, KUBE_VERSION, strict=True)
+                kubernetes_validate.validate(manifest, version, strict=True)
             except kubernetes_validate.ValidationError as exc:
                 what = f"{manifest['kind']} {manifest['metadata']['name']}"
-                raise AssertionError(f"{name}: {what}: {exc}") from exc
+                raise AssertionError(f"{name}: {what} (Kubernetes {version}): {exc}") from exc
             checked += 1
     assert checked >= 6 * len(renders) - 2  # every kind but the Prometheus Operator's
 
