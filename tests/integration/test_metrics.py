@@ -75,6 +75,11 @@ async def test_metrics_need_their_token_and_parse(worker: WorkerProcess) -> None
                  "consumer_lag_messages", "partitions_owned",
                  "changelog_write_seconds", "recovery_duration_seconds", "event_loop_lag_seconds", "ready"):
         assert P + name in names, name
+    found = {s.name + str(sorted(s.labels.items())): s.value
+             for family in text_string_to_metric_families(text) for s in family.samples}
+    assert found[P + "partitions_owned[]"] == 8 and found[P + "ready[]"] == 1
+    lags = [v for k, v in found.items() if k.startswith(P + "consumer_lag_messages")]
+    assert len(lags) == 8 and all(v >= 0 for v in lags), "a figure per owned requests partition"
 
 
 async def test_counters_move_by_exactly_the_deliveries_failures_and_dead_letters(
@@ -130,6 +135,7 @@ async def test_counters_move_by_exactly_the_deliveries_failures_and_dead_letters
 async def test_a_paused_receivers_backlog_shows_as_its_own_series(worker: WorkerProcess, api: Api) -> None:
     recv = await Receiver().start()
     try:
+        owned = sum(v for (name, _), v in (await samples(worker)).items() if name == P + "receivers")
         await api.create_receiver(recv.url("watched"), id=WATCHED, event_types=["watched.*"])
         plain = (await api.create_receiver(recv.url("plain"), event_types=["plain.*"]))["id"]
         for rid in (WATCHED, plain):
@@ -146,6 +152,7 @@ async def test_a_paused_receivers_backlog_shows_as_its_own_series(worker: Worker
         assert value(found, "receiver_backlog_messages", receiver_id=WATCHED) == 2
         assert value(found, "receiver_oldest_undelivered_age_seconds", receiver_id=plain) > 0
         assert value(found, "receivers", status="paused") >= 2
+        assert sum(v for (name, _), v in found.items() if name == P + "receivers") == owned + 2
         assert value(found, "backlog_messages") >= 6
         assert value(found, "oldest_undelivered_age_seconds") > 0
         for rid in (WATCHED, plain):
