@@ -86,11 +86,11 @@ def test_every_manifest_validates_against_kubernetes(renders: dict[str, Render],
                 what = f"{manifest['kind']} {manifest['metadata']['name']}"
                 raise AssertionError(f"{name}: {what} (Kubernetes {version}): {exc}") from exc
             checked += 1
-    assert checked >= 6 * len(renders) - 2  # every kind but the Prometheus Operator's
+    assert checked >= 7 * len(renders) - 2  # every kind but the Prometheus Operator's
 
 
 def test_the_kinds_each_value_set_renders(renders: dict[str, Render]) -> None:
-    base = ["PodDisruptionBudget", "Secret", "Service", "Service", "ServiceAccount", "StatefulSet"]
+    base = ["Pod", "PodDisruptionBudget", "Secret", "Service", "Service", "ServiceAccount", "StatefulSet"]
     assert renders["defaults"].kinds() == base
     assert renders["existing secret"].kinds() == [k for k in base if k != "Secret"]
     assert renders["metrics on"].kinds() == sorted([*base, "PrometheusRule", "ServiceMonitor"])
@@ -212,6 +212,20 @@ def test_the_schema_refuses_bad_values() -> None:
             assert named in str(caught.value), (values, str(caught.value))
         with pytest.raises(helm.HelmError, match=r"kafka\.broker is required"):
             chart.render({}, name="x", namespace=NAMESPACE)
+
+
+def test_helm_test_asks_the_api_service_with_the_token(renders: dict[str, Render]) -> None:
+    for name, rendered in renders.items():
+        [pod] = rendered.of("Pod")
+        assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+        [container] = pod["spec"]["containers"]
+        assert [*container["command"], *container["args"]] == ["webhook-dispatcher", "ready"]
+        env = {e["name"]: e for e in container["env"]}
+        api = next(s for s in rendered.of("Service") if s["spec"].get("clusterIP") != "None")
+        assert env["DISPATCHER_URL"]["value"] == f"http://{api['metadata']['name']}:{api['spec']['ports'][0]['port']}"
+        worker_token = rendered.env()["DISPATCHER_API_TOKEN"]["valueFrom"]
+        assert env["DISPATCHER_API_TOKEN"]["valueFrom"] == worker_token, name
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
 
 
 def test_a_restrictive_security_context_with_a_writable_tmp(renders: dict[str, Render]) -> None:

@@ -125,6 +125,7 @@ async def test_the_rendered_worker_command_becomes_ready_and_delivers(
         assert status == 202, body
         await wait_until(lambda: len(receiver.completed) == 1, 60, "the delivery")
         assert receiver.completed[0].headers["webhook-event-type"] == "deploy.checked"
+        await run_helm_test(rendered, clean_venv, port)
     finally:
         await api.close()
         await receiver.stop()
@@ -152,3 +153,17 @@ async def wait_for_200(url: str, worker: subprocess.Popen[bytes], log: Path, lim
                 pass
             await asyncio.sleep(0.2)
     raise AssertionError(f"{url} not 200 within {limit} s: {log.read_text()[-3000:]}")
+
+
+async def run_helm_test(rendered: Render, venv: Path, port: int) -> None:
+    """The `helm test` pod's command, from the same virtualenv, the Service's address substituted."""
+    [pod] = rendered.of("Pod")
+    [container] = pod["spec"]["containers"]
+    env = {e["name"]: e.get("value", "") for e in container["env"]}
+    env["DISPATCHER_API_TOKEN"] = container_env(rendered, POD)["DISPATCHER_API_TOKEN"]
+    env["DISPATCHER_URL"] = f"http://127.0.0.1:{port}"  # the API Service's name resolves in a cluster only
+    env["PATH"] = f"{venv / 'bin'}:/usr/bin:/bin"
+    program, *rest = container["command"]
+    done = await asyncio.to_thread(subprocess.run, [str(venv / "bin" / program), *rest, *container["args"]],
+                                   env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "ready" in done.stdout, done.stdout + done.stderr
