@@ -276,3 +276,30 @@ async def test_publish_and_the_live_tail(
     await small.goto(f"{worker.url}/ui/receivers/{rid}")
     await small.screenshot(path=shots / "receiver-phone.png", full_page=True)
     await phone.close()
+
+
+async def test_send_rotate_and_delete_from_the_receiver_page(
+    console: Any, api: Api, recv: Receiver, worker: WorkerProcess
+) -> None:
+    path = unique("actions")
+    rid = (await api.create_receiver(recv.url(path)))["id"]
+    await console.goto(f"{worker.url}/ui/receivers/{rid}")
+    await console.fill("#event_type", "test.sent")
+    await console.fill("#payload", '{"from": "the console"}')
+    await console.click("#send")
+    assert "Sent message" in await console.inner_text("#sent")
+    await wait_until(lambda: len(recv.by_path(path)) == 1, LIMIT, "the test message")
+    assert recv.by_path(path)[0].headers["webhook-event-type"] == "test.sent"
+    await console.click("button:has-text('Rotate secret')")
+    secret = await console.input_value("#secret")
+    assert secret.startswith("whsec_")
+    await console.goto(f"{worker.url}/ui/receivers/{rid}")
+    assert secret not in await console.content()  # shown once, never again
+    await console.fill("#confirm", "not-its-id")
+    await console.click("button:has-text('Delete receiver')")
+    assert "type the receiver's id" in await console.inner_text("main")
+    await console.goto(f"{worker.url}/ui/receivers/{rid}")
+    await console.fill("#confirm", rid)
+    await console.click("button:has-text('Delete receiver')")
+    assert await console.inner_text("h1") == f"Deleted {rid}"
+    assert (await api.call("GET", f"/v1/receivers/{rid}"))[0] == 404
