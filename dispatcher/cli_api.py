@@ -2,11 +2,12 @@
 
 They talk to `DISPATCHER_URL` (default http://127.0.0.1:8080) with
 `DISPATCHER_API_TOKEN`; `--json` prints the API's answer as is, otherwise a
-readable form (cli_output.py); `--field PATH` one field of the answer; `-q` on
-create, send, send-batch and publish only the new id. Exit status: 0 done, 1 the
-API refused (its error on stderr) or could not be reached, 2 bad arguments
-(cli_types.py names the option). `CLI_OPERATIONS` names the command that calls
-each API operation; a test holds it to the OpenAPI document.
+readable form (cli_output.py, which escapes control characters); `--field PATH`
+one field of the answer; `-q` on create, send, send-batch and publish only the new
+id (and a receiver's new secret on stderr). Exit status: 0 done, 1 the API refused
+(its error on stderr), could not be reached or did not answer in `--timeout`, 2 bad
+arguments (cli_types.py names the option) or a bad DISPATCHER_URL. `CLI_OPERATIONS`
+names the command that calls each API operation; a test holds it to the OpenAPI document.
 """
 
 from __future__ import annotations
@@ -17,11 +18,17 @@ import os
 import sys
 from typing import Any
 
+import aiohttp
+import orjson
+from yarl import URL
+
 from . import cli_commands as run
 from . import cli_types as argtype
 from .cli_commands import NotReady, UsageError
-from .cli_output import as_json, readable
+from .cli_output import as_json, escape, is_safe, readable
 from .client import ApiError, DispatcherClient
+
+DEFAULT_URL = "http://127.0.0.1:8080"
 
 CLI_OPERATIONS: dict[str, str] = {
     "getHealth": "health",
@@ -78,7 +85,7 @@ def _receiver_commands(sub: Any) -> None:
     _receiver_options(create)
     _quiet(create, "the new receiver's id")
     update = _api(_parser(receivers, "update", "change the named fields of a receiver (PATCH)"), run.update)
-    update.add_argument("receiver_id")
+    update.add_argument("receiver_id", type=argtype.ident)
     update.add_argument("--url")
     _receiver_options(update)
 
@@ -95,7 +102,7 @@ def _receiver_commands(sub: Any) -> None:
         ("ping", run.ping, "send a webhook.ping now and show the receiver's answer"),
         ("last-response", run.last_response, "the newest delivery attempt, with the receiver's answer"),
     ):
-        _api(_parser(receivers, action, text), command).add_argument("receiver_id")
+        _api(_parser(receivers, action, text), command).add_argument("receiver_id", type=argtype.ident)
     for action, text in (
         ("pause", "hold deliveries; messages are still taken in"),
         ("resume", "deliver again after a pause"),
@@ -103,7 +110,7 @@ def _receiver_commands(sub: Any) -> None:
         ("disable", "stop delivering (with --reason, shown in its state)"),
     ):
         control = _api(_parser(receivers, action, text), run.control)
-        control.add_argument("receiver_id")
+        control.add_argument("receiver_id", type=argtype.ident)
         control.add_argument("--reason", default="", help="kept with the receiver's state")
     _inspect_commands(receivers)
 
@@ -111,21 +118,22 @@ def _receiver_commands(sub: Any) -> None:
 def _inspect_commands(receivers: Any) -> None:
     rotate = _api(_parser(receivers, "rotate-secret", "sign with a new secret, shown once; the old one "
                           "also signs during the grace period"), run.rotate_secret)
-    rotate.add_argument("receiver_id")
-    rotate.add_argument("--grace-seconds", type=float, help="seconds the old secret signs too (default 24 h)")
+    rotate.add_argument("receiver_id", type=argtype.ident)
+    rotate.add_argument("--grace-seconds", type=argtype.finite,
+                        help="seconds the old secret signs too (default 24 h)")
     rotate.add_argument("--signing", type=argtype.signing, help="hmac or ed25519 (default: the current kind)")
     rotate.add_argument("--secret", help="the new secret (default: a new random one)")
     attempts = _api(_parser(receivers, "attempts", "the attempt log, newest first"), run.attempts)
-    attempts.add_argument("receiver_id")
+    attempts.add_argument("receiver_id", type=argtype.ident)
     attempts.add_argument("--limit", type=argtype.positive, default=50)
     events = _api(_parser(receivers, "events", "catch-up: the receiver's messages above a seq, "
                           "with their status (one page)"), run.events)
-    events.add_argument("receiver_id")
+    events.add_argument("receiver_id", type=argtype.ident)
     events.add_argument("--after-seq", type=argtype.not_negative, default=0)
     events.add_argument("--limit", type=argtype.positive, default=100)
     reset = _api(_parser(receivers, "reset-state", "dead-letter the backlog and drop counters and "
                          "history (for testing); needs --confirm"), run.reset_state)
-    reset.add_argument("receiver_id")
+    reset.add_argument("receiver_id", type=argtype.ident)
     reset.add_argument("--confirm", action="store_true", help="yes, drop the backlog and history")
 
 
@@ -141,7 +149,7 @@ def _receiver_options(parser: argparse.ArgumentParser) -> None:
         help="a header sent with each delivery; repeat for more")
     add("--authorization", metavar="VALUE", help="the Authorization header sent with each delivery")
     add("--verify", action=argparse.BooleanOptionalAction, help="verify the endpoint with a challenge")
-    add("--rate-limit", type=float, metavar="PER_SECOND", help="deliveries a second (0: no limit)")
+    add("--rate-limit", type=argtype.finite, metavar="PER_SECOND", help="deliveries a second (0: no limit)")
     add("--batch-max", type=argtype.positive, metavar="N", help="events per POST (above 1: batches)")
     add("--ordering", choices=["strict", "none"])
     add("--max-in-flight", type=argtype.positive, metavar="N", help="concurrent POSTs (ordering none)")
@@ -156,7 +164,7 @@ def _receiver_options(parser: argparse.ArgumentParser) -> None:
 
 def _message_commands(sub: Any) -> None:
     send = _api(_parser(sub, "send", "send a message to one receiver"), run.send)
-    send.add_argument("receiver_id")
+    send.add_argument("receiver_id", type=argtype.ident)
     send.add_argument("event_type")
     send.add_argument("payload", type=argtype.payload, help="JSON, or - to read it from stdin")
     send.add_argument("--id", help="message id (the idempotency key)")
@@ -172,8 +180,8 @@ def _message_commands(sub: Any) -> None:
     )
     status = _api(_parser(messages, "status", "pending, delivered or dead-lettered, with its seq"),
                   run.message_status)
-    status.add_argument("receiver_id")
-    status.add_argument("message_id")
+    status.add_argument("receiver_id", type=argtype.ident)
+    status.add_argument("message_id", type=argtype.ident)
 
     events = sub.add_parser("events", help="publish events").add_subparsers(
         dest="action", required=True, metavar="ACTION"
@@ -192,11 +200,11 @@ def _dead_letter_commands(sub: Any) -> None:
     )
     listing = _api(_parser(letters, "list", "a receiver's dead letters, a page (--json: with each message)"),
                    run.list_letters)
-    listing.add_argument("receiver_id")
+    listing.add_argument("receiver_id", type=argtype.ident)
     listing.add_argument("--after-seq", type=argtype.not_negative, default=0)
     listing.add_argument("--limit", type=argtype.positive, default=100)
     replay = _api(_parser(letters, "replay", "replay dead letters, a page at a time"), run.replay)
-    replay.add_argument("receiver_id")
+    replay.add_argument("receiver_id", type=argtype.ident)
     replay.add_argument("--from-seq", type=argtype.positive, default=1)
     replay.add_argument("--to-seq", type=argtype.positive)
     replay.add_argument("--page", type=argtype.positive, default=1000, help="dead letters per call")
@@ -211,6 +219,8 @@ def _api(parser: argparse.ArgumentParser, command: run.Command) -> argparse.Argu
     parser.add_argument("--json", action="store_true", help="print the API's answer as JSON")
     parser.add_argument("--field", metavar="PATH",
                         help="print only this field of the answer (state.status: nested); for scripts")
+    parser.add_argument("--timeout", type=argtype.seconds, default=30.0, metavar="SECONDS",
+                        help="give up on an API call after this long (default 30)")
     parser.set_defaults(api_command=command)
     return parser
 
@@ -223,8 +233,12 @@ def _quiet(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def run_api_command(args: argparse.Namespace) -> int:
-    url = os.environ.get("DISPATCHER_URL", "http://127.0.0.1:8080")
+    url = os.environ.get("DISPATCHER_URL", DEFAULT_URL)
     token = os.environ.get("DISPATCHER_API_TOKEN", "")
+    problem = url_problem(url)
+    if problem:
+        print(f"error: DISPATCHER_URL {problem}", file=sys.stderr)
+        return 2
     if not token:
         print("DISPATCHER_API_TOKEN must be set (the token the worker prints or was given)", file=sys.stderr)
         return 2
@@ -233,38 +247,61 @@ def run_api_command(args: argparse.Namespace) -> int:
         args.json, args.quiet = True, False
 
     async def go() -> Any:
-        async with DispatcherClient(url, token) as client:
+        async with DispatcherClient(url, token, timeout=args.timeout) as client:
             return await args.api_command(client, args)
 
     try:
         answer = asyncio.run(go())
-    except ApiError as exc:
-        where = f"{exc.field}: " if exc.field else ""  # a proxy's page names no field
-        print(f"error: {exc.status} {exc.code}: {where}{exc.message}", file=sys.stderr)
-        return 1
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except NotReady as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"error: cannot reach {url}: {exc}", file=sys.stderr)
-        return 1
+    except (ApiError, UsageError, NotReady, orjson.JSONEncodeError, aiohttp.ClientError, OSError) as exc:
+        return failed(exc, url, args.timeout)
     if args.field:
         return _print_field(answer, args.field)
     return _print(as_json(answer) if args.json and not getattr(args, "quiet", False) else readable(answer))
 
 
+def url_problem(url: str) -> str:
+    """Why `url` cannot be the API's address ("" if it can): http or https, with a host."""
+    try:
+        parsed = URL(url)
+    except ValueError as exc:
+        return f"is not a URL ({exc}): {url!r}"
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        return f"must be an http:// or https:// URL with a host, like {DEFAULT_URL}, not {url!r}"
+    return ""
+
+
+def failed(exc: Exception, url: str, timeout: float) -> int:
+    """One line on stderr for an error the CLI expects, and its exit status."""
+    if isinstance(exc, ApiError):
+        where = f"{exc.field}: " if exc.field else ""  # a proxy's page names no field
+        return _error(f"{exc.status} {exc.code}: {where}{exc.message}", 1)
+    if isinstance(exc, UsageError):
+        return _error(str(exc), 2)
+    if isinstance(exc, NotReady):
+        return _error(str(exc), 1)
+    if isinstance(exc, orjson.JSONEncodeError):  # cli_types checks JSON arguments; this is the last guard
+        return _error(f"the request cannot be written as JSON: {exc}", 2)
+    if isinstance(exc, TimeoutError):  # asyncio's too (an OSError, with no text): before OSError
+        return _error(f"no answer from {url} within {timeout:g} s", 1)
+    return _error(f"cannot reach {url}: {exc or type(exc).__name__}", 1)  # aiohttp's ClientError, OSError
+
+
+def _error(text: str, status: int) -> int:
+    print(f"error: {escape(text, one_line=True)}", file=sys.stderr)
+    return status
+
+
 def _print_field(answer: Any, path: str) -> int:
-    """A string as it is, null as an empty line, anything else as JSON; a missing field is exit status 1."""
+    """A string as it is (escaped if it holds a control character), null as an empty line, anything else
+    as JSON; a missing field is exit status 1."""
     value = answer
     for key in path.split("."):
         if not isinstance(value, dict) or key not in value:
-            print(f"error: the answer has no field {path!r}", file=sys.stderr)
-            return 1
+            return _error(f"the answer has no field {path!r}", 1)
         value = value[key]
-    return _print(value if isinstance(value, str) else "" if value is None else as_json(value))
+    if isinstance(value, str):
+        return _print(value if is_safe(value) else escape(value))
+    return _print("" if value is None else as_json(value))
 
 
 def _print(text: str) -> int:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .cli_output import Plain, Table, as_json
+from .cli_output import Plain, Table, as_json, escape
 from .client import DispatcherClient
 
 Command = Callable[[DispatcherClient, argparse.Namespace], Awaitable[Any]]
@@ -50,14 +50,33 @@ def receiver_view(answer: dict[str, Any]) -> dict[str, Any]:
 
 
 def _shown(args: argparse.Namespace, answer: dict[str, Any]) -> Any:
-    """The answer as `--json`, `--quiet` (its id) or readable output want it."""
+    """The answer as `--json`, `--quiet` (its id; a new secret on stderr) or readable output want it."""
     if getattr(args, "quiet", False):
+        _keep_new_secret(args, answer)
         return Plain(answer["id"])
     if args.json:
         return answer
     if "secret" in answer:  # an ed25519 receiver needs only its public key, which is not secret
         print("note: the secret is shown only in this answer; keep it", file=sys.stderr)
     return receiver_view(answer)
+
+
+def _keep_new_secret(args: argparse.Namespace, answer: dict[str, Any]) -> None:
+    """With -q, stdout is the id alone: a secret the API made, shown only in this answer, goes to stderr.
+
+    A secret the caller gave is not repeated; a public key is not shown (`receivers show` has it).
+    """
+    secret = answer.get("secret")
+    if secret is not None and secret != _given_secret(args):
+        print(f"secret (shown once, keep it): {escape(str(secret), one_line=True)}", file=sys.stderr)
+
+
+def _given_secret(args: argparse.Namespace) -> Any:
+    if getattr(args, "secret", None) is not None:
+        return args.secret
+    fields = dict(getattr(args, "config", None) or {})
+    fields.update(getattr(args, "set_fields", None) or [])
+    return fields.get("secret")
 
 
 async def create(client: DispatcherClient, args: argparse.Namespace) -> Any:
@@ -201,21 +220,38 @@ async def list_letters(client: DispatcherClient, args: argparse.Namespace) -> An
 
 
 async def replay(client: DispatcherClient, args: argparse.Namespace) -> Any:
-    """Page through the dead letters (a seq cursor), replaying each page's seq range; show progress."""
-    after, replayed, skipped, pages = args.from_seq - 1, 0, 0, 0
-    while True:
-        page = (await client.dead_letters(args.receiver_id, after, args.page))["dead_letters"]
-        page = [x for x in page if args.to_seq is None or x["seq"] <= args.to_seq]
-        if not page:
-            break
-        first, last = page[0]["seq"], page[-1]["seq"]
-        done = await client.replay(args.receiver_id, from_seq=first, to_seq=last, limit=args.page)
+    """Replay the dead letters there are when it starts, a page at a time; show progress.
+
+    Replays that fail again are new dead letters (new seqs, later times): the pages and the
+    newest dead-letter time are fixed first, so a replay is never replayed by the same command.
+    """
+    pages, newest = await _letter_pages(client, args)
+    replayed = skipped = 0
+    for first, last in pages:
+        done = await client.replay(args.receiver_id, from_seq=first, to_seq=last, until=newest,
+                                   limit=args.page)
         replayed += done["replayed"]
         skipped += len(done["skipped_seqs"])
-        pages += 1
         print(f"replayed {replayed} (seq {first}..{last}), skipped {skipped}", file=sys.stderr, flush=True)
-        after = last
-    return {"receiver_id": args.receiver_id, "replayed": replayed, "skipped": skipped, "pages": pages}
+    return {"receiver_id": args.receiver_id, "replayed": replayed, "skipped": skipped, "pages": len(pages)}
+
+
+async def _letter_pages(
+    client: DispatcherClient, args: argparse.Namespace
+) -> tuple[list[tuple[int, int]], float]:
+    """The seq range of each page of the dead letters in the asked range now, and the newest one's time."""
+    pages: list[tuple[int, int]] = []
+    newest = 0.0
+    after: int | None = args.from_seq - 1
+    while after is not None:
+        answer = await client.dead_letters(args.receiver_id, after, args.page)
+        page = [x for x in answer["dead_letters"] if args.to_seq is None or x["seq"] <= args.to_seq]
+        if not page:
+            break
+        pages.append((page[0]["seq"], page[-1]["seq"]))
+        newest = max(newest, *(x["at"] for x in page))
+        after = answer["next_after_seq"]
+    return pages, newest
 
 
 # the worker ----------------------------------------------------------------------------

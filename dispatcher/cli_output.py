@@ -1,13 +1,18 @@
-"""The CLI's readable form of an API answer: indented `key: value` lines, tables for flat rows.
+r"""The CLI's readable form of an API answer: indented `key: value` lines, tables for flat rows.
 
 Nothing is cut: a long string stays whole (the terminal wraps it), a multi-line
 one is printed as an indented block. None prints as `-`, an empty list or
 object as `(none)`; a time (`at`, `*_at`: epoch seconds) also in UTC. `--json`
 bypasses all of this and prints the answer as is.
+
+A receiver's answer reaches the terminal through here, so no control character
+does: C0 (but the newline), DEL, C1 and the bidi overrides are shown as `\x1b` or
+`\u202e` text; `--json` escapes the same characters as JSON `\u` escapes.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +22,11 @@ import orjson
 INDENT = "  "
 NULL = "-"
 EMPTY = "(none)"
+
+# What a terminal may act on: C0 (but the newline), DEL, C1, the bidi embeddings, overrides and isolates.
+UNSAFE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+UNSAFE_ON_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # a key, a cell
+UNSAFE_IN_JSON = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # orjson escapes C0 itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,14 +44,34 @@ class Plain:
     text: str
 
 
+def escape(text: str, one_line: bool = False) -> str:
+    r"""`text` with every character a terminal may act on shown as `\x1b` or `\u202e` text.
+
+    Newlines are kept unless `one_line` (a key or a table cell, where a newline would fake a line).
+    """
+    return (UNSAFE_ON_ONE_LINE if one_line else UNSAFE).sub(_escaped, text)
+
+
+def is_safe(text: str) -> bool:
+    """Whether `text` prints as it is: no character a terminal may act on but the newline."""
+    return UNSAFE.search(text) is None
+
+
+def _escaped(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
 def as_json(answer: Any) -> str:
-    return orjson.dumps(answer, option=orjson.OPT_INDENT_2).decode()
+    r"""Indented JSON; C1, DEL and bidi characters as `\u` escapes (the same string, not printed raw)."""
+    text = orjson.dumps(answer, option=orjson.OPT_INDENT_2).decode()
+    return UNSAFE_IN_JSON.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def readable(answer: Any) -> str:
-    """The answer as lines a person reads; every value in it is shown."""
+    """The answer as lines a person reads; every value in it is shown, control characters escaped."""
     if isinstance(answer, Plain):
-        return answer.text
+        return escape(answer.text)
     if isinstance(answer, Table):
         return "\n".join(table(answer.rows, answer.columns))
     return "\n".join(lines(answer, 0))
@@ -62,26 +92,27 @@ def inline(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return value if value else '""'
+        return escape(value) if value else '""'
     if isinstance(value, int | float):
         return str(value)
     if isinstance(value, list | dict) and not value:
         return EMPTY
     if isinstance(value, list) and all(_is_scalar(v) for v in value):
         return ", ".join(inline(v) for v in value)
-    return orjson.dumps(value).decode()  # a list of lists: rare, and JSON says it best
+    return escape(orjson.dumps(value).decode())  # a list of lists: rare, and JSON says it best
 
 
 def _mapping(data: dict[str, Any], depth: int) -> list[str]:
     pad = INDENT * depth
     out = []
-    for key, value in data.items():
+    for name, value in data.items():
+        key = escape(name, one_line=True)
         if (isinstance(value, dict) and value) or _is_rows(value):
             out.append(f"{pad}{key}:")
             out += lines(value, depth + 1)
             continue
         text = inline(value)
-        if _is_time(key, value):
+        if _is_time(name, value):
             text += f" ({_utc(value)})"
         if "\n" in text:  # a multi-line string (a response body): a block, so the next key stays clear
             out.append(f"{pad}{key}: |")
@@ -107,7 +138,8 @@ def _rows(rows: list[dict[str, Any]], depth: int) -> list[str]:
 
 
 def table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
-    cells = [[c.upper() for c in columns]] + [[inline(row.get(c)) for c in columns] for row in rows]
+    cells = [[escape(c.upper(), one_line=True) for c in columns]]
+    cells += [[escape(inline(row.get(c)), one_line=True) for c in columns] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     return ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells]
 

@@ -1,8 +1,13 @@
-"""The CLI's argument types: a bad value is an argparse error naming the option (exit status 2)."""
+"""The CLI's argument types: a bad value is an argparse error naming the option (exit status 2).
+
+An error never repeats a JSON or NAME=VALUE argument's text: it may be a secret
+(`--set secret=whsec_...` without quotes); the JSON error's position says where.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,9 +19,14 @@ SIGNING = {"hmac": "hmac-sha256", "hmac-sha256": "hmac-sha256", "ed25519": "ed25
 
 def _json(text: str) -> Any:
     try:
-        return orjson.loads(text)
+        value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON ({exc}): {text[:80]!r}") from None
+        raise argparse.ArgumentTypeError(f"not JSON ({exc})") from None
+    try:  # the request nests it two levels deeper ({"messages": [...]}); orjson writes at most 254 levels
+        orjson.dumps([[value]])
+    except orjson.JSONEncodeError:
+        raise argparse.ArgumentTypeError("JSON nested too deeply to send (at most ~250 levels)") from None
+    return value
 
 
 def _read(source: str) -> str:
@@ -43,7 +53,7 @@ def json_object(text: str) -> dict[str, Any]:
 def field(text: str) -> tuple[str, Any]:
     name, sep, value = text.partition("=")
     if not sep or not name:
-        raise argparse.ArgumentTypeError(f"must be FIELD=JSON, not {text!r}")
+        raise argparse.ArgumentTypeError("must be FIELD=JSON")
     try:
         return name, _json(value)
     except argparse.ArgumentTypeError as exc:
@@ -53,7 +63,7 @@ def field(text: str) -> tuple[str, Any]:
 def header(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or not name:
-        raise argparse.ArgumentTypeError(f"must be NAME=VALUE, not {text!r}")
+        raise argparse.ArgumentTypeError("must be NAME=VALUE (the value may be a credential: not shown)")
     return name.strip(), value.strip()
 
 
@@ -61,8 +71,8 @@ def batch(source: str) -> list[Any]:
     """A JSON list of messages, `{"messages": [...]}`, or JSON Lines (one message a line)."""
     text = _read(source)
     try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:
+        value = _json(text)
+    except argparse.ArgumentTypeError:
         value = [_json(line) for line in text.splitlines() if line.strip()]
     if isinstance(value, dict) and "messages" in value:
         value = value["messages"]
@@ -92,4 +102,30 @@ def _whole(text: str, low: int) -> int:
         value = low - 1
     if value < low:
         raise argparse.ArgumentTypeError(f"must be a whole number >= {low}, not {text!r}")
+    return value
+
+
+def ident(text: str) -> str:
+    """A receiver or message id: any text but the empty one (the client quotes it into the URL)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def finite(text: str) -> float:
+    """A number >= 0: nan and inf are refused (JSON has neither; they would be sent as null)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {text!r}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A finite number of seconds above 0."""
+    value = finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
     return value

@@ -19,14 +19,17 @@ that calls it; a test holds the two together.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import time
 from types import TracebackType
 from typing import Any, Literal
+from urllib.parse import quote
 
 import aiohttp
 import orjson
 from aiokafka import AIOKafkaProducer
+from yarl import URL
 
 from .domain.events import Event, encode_event
 from .domain.ids import new_id
@@ -61,8 +64,14 @@ OPERATIONS: dict[str, str] = {
     "publishEvent": "publish_event",
 }
 
-# The API's code for "no such receiver"; last-response answers a 404 with another code for "no attempt yet".
+# The API's code for "no such receiver"; last-response answers 404 `no_attempt` for "no attempt yet".
 UNKNOWN_RECEIVER = "not_found"
+NO_ATTEMPT = "no_attempt"
+# A 503 with this code means the id's owner is moving (a rebalance): the API says retry.
+UNAVAILABLE = "unavailable"
+UNAVAILABLE_WAITS = (0.25, 0.75)  # seconds before the 2nd and 3rd try of a GET answered 503 unavailable
+UNAVAILABLE_WITHIN = 2.0  # no further try starts this many seconds after the first
+CONTROL_ACTIONS = ("pause", "resume", "enable", "disable")
 ERROR_TEXT_MAX = 2000  # characters of a non-JSON error body (a proxy's HTML page) kept in the message
 
 Signing = Literal["hmac-sha256", "ed25519"]
@@ -85,6 +94,19 @@ class ApiError(Exception):
         self.status, self.code, self.field, self.message = status, code, field, message
 
 
+def segment(value: str) -> str:
+    """`value` as one URL path segment: a `/`, `%`, `?`, `#`, `.` or `..` in it cannot change the route."""
+    if not value:
+        raise ValueError("an id in a URL path must not be empty")
+    if value in (".", ".."):  # dot segments are resolved away by URL normalisation unless encoded
+        return value.replace(".", "%2E")
+    return quote(value, safe="")
+
+
+def _receiver_path(receiver_id: str, tail: str = "") -> str:
+    return f"/v1/receivers/{segment(receiver_id)}{tail}"
+
+
 def error_of(status: int, raw: bytes) -> ApiError:
     """The API's `{"error": {code, field, message}}`, or any other body (a proxy's HTML page) as text."""
     try:
@@ -105,7 +127,7 @@ class DispatcherClient:
     """Typed async methods over the HTTP API; one aiohttp session, closed by `close()` or `async with`."""
 
     def __init__(self, base_url: str, token: str, timeout: float = 30.0) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = str(URL(base_url.rstrip("/")))  # encoded once; paths are joined to it as encoded text
         self._session = aiohttp.ClientSession(
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
             timeout=aiohttp.ClientTimeout(total=timeout),
@@ -125,10 +147,28 @@ class DispatcherClient:
     async def request(
         self, method: str, path: str, body: Any = None, *, accept: tuple[int, ...] = (), **params: Any
     ) -> Any:
-        """Call the API: the decoded answer; `ApiError` for a status >= 400 that is not in `accept`."""
+        """Call the API: the decoded answer; `ApiError` for a status >= 400 that is not in `accept`.
+
+        `path` is sent as it is (already encoded: build it with `segment()`). A GET answered 503
+        `unavailable` (the owner is moving) is tried again, up to 3 tries within about 2 s.
+        """
         query = {k: str(v) for k, v in params.items() if v is not None}
         data = orjson.dumps(body) if body is not None else None
-        async with self._session.request(method, self.base_url + path, data=data, params=query) as resp:
+        url = URL(self.base_url + path, encoded=True)
+        started = time.monotonic()
+        for wait in UNAVAILABLE_WAITS:
+            try:
+                return await self._send(method, url, data, query, accept)
+            except ApiError as exc:
+                if not _retry_unavailable(method, exc, wait, time.monotonic() - started):
+                    raise
+            await asyncio.sleep(wait)
+        return await self._send(method, url, data, query, accept)  # the last try
+
+    async def _send(
+        self, method: str, url: URL, data: bytes | None, query: dict[str, str], accept: tuple[int, ...]
+    ) -> Any:
+        async with self._session.request(method, url, data=data, params=query) as resp:
             raw = await resp.read()
             if resp.status >= 400 and resp.status not in accept:
                 raise error_of(resp.status, raw)
@@ -198,7 +238,7 @@ class DispatcherClient:
             "batch_max": batch_max, "batch_max_bytes": batch_max_bytes, "backlog_max": backlog_max,
             "backlog_max_bytes": backlog_max_bytes, "backlog_overflow": backlog_overflow,
         }
-        return await self.request("PATCH", f"/v1/receivers/{receiver_id}", {**_given(fields), **extra})
+        return await self.request("PATCH", _receiver_path(receiver_id), {**_given(fields), **extra})
 
     patch_receiver = update_receiver  # the name before 0.2
 
@@ -213,26 +253,28 @@ class DispatcherClient:
 
     async def get_receiver(self, receiver_id: str) -> dict[str, Any]:
         """The receiver's config (no secrets) with its delivery `state`."""
-        return await self.request("GET", f"/v1/receivers/{receiver_id}")
+        return await self.request("GET", _receiver_path(receiver_id))
 
     async def delete_receiver(self, receiver_id: str) -> dict[str, Any]:
         """Dead-letter the backlog and remove the receiver: `deleted` true, or false while still going."""
-        return await self.request("DELETE", f"/v1/receivers/{receiver_id}")
+        return await self.request("DELETE", _receiver_path(receiver_id))
 
     async def receiver_state(self, receiver_id: str) -> dict[str, Any]:
         """The actor's live state, read on the worker that owns it (`owner`)."""
-        return await self.request("GET", f"/v1/receivers/{receiver_id}/state")
+        return await self.request("GET", _receiver_path(receiver_id, "/state"))
 
     async def reset_receiver_state(self, receiver_id: str) -> dict[str, Any]:
         """Dead-letter the backlog and drop counters and history (for testing): the fresh state.
 
         The config stays and seqs carry on. While a big backlog is still going, `status` is `resetting`.
         """
-        return await self.request("DELETE", f"/v1/receivers/{receiver_id}/state", confirm="reset")
+        return await self.request("DELETE", _receiver_path(receiver_id, "/state"), confirm="reset")
 
     async def control(self, receiver_id: str, action: str, reason: str = "") -> dict[str, Any]:
         """`pause`, `resume`, `enable` or `disable`, applied: the receiver's view."""
-        return await self.request("POST", f"/v1/receivers/{receiver_id}/{action}", {"reason": reason})
+        if action not in CONTROL_ACTIONS:
+            raise ValueError(f"action must be one of {', '.join(CONTROL_ACTIONS)}, not {action!r}")
+        return await self.request("POST", _receiver_path(receiver_id, "/" + action), {"reason": reason})
 
     async def pause(self, receiver_id: str, reason: str = "") -> dict[str, Any]:
         """Hold deliveries (messages are still taken in): the receiver's view."""
@@ -259,29 +301,30 @@ class DispatcherClient:
         The answer is the receiver's view with the new `secret` (or `public_key`), shown this once.
         """
         body = _present({"grace_seconds": grace_seconds, "signing": signing, "secret": secret})
-        return await self.request("POST", f"/v1/receivers/{receiver_id}/secrets/rotate", body)
+        return await self.request("POST", _receiver_path(receiver_id, "/secrets/rotate"), body)
 
     async def verify(self, receiver_id: str) -> dict[str, Any]:
         """Run the verification handshake again: the receiver's view, with `verified` and `verification`.
 
         A receiver whose `verify` is false answers 409 `verification_off`.
         """
-        return await self.request("POST", f"/v1/receivers/{receiver_id}/verify")
+        return await self.request("POST", _receiver_path(receiver_id, "/verify"))
 
     async def ping(self, receiver_id: str) -> dict[str, Any]:
         """Send a `webhook.ping` now: `ok`, `status`, `error`, `latency_ms`, `headers`, `body_prefix`."""
-        return await self.request("POST", f"/v1/receivers/{receiver_id}/ping")
+        return await self.request("POST", _receiver_path(receiver_id, "/ping"))
 
     async def attempts(self, receiver_id: str, limit: int = 50) -> list[dict[str, Any]]:
         """The attempt log, newest first."""
-        return (await self.request("GET", f"/v1/receivers/{receiver_id}/attempts", limit=limit))["attempts"]
+        return (await self.request("GET", _receiver_path(receiver_id, "/attempts"), limit=limit))["attempts"]
 
     async def last_response(self, receiver_id: str) -> dict[str, Any] | None:
-        """The newest attempt, or None before the first one; an unknown receiver raises `ApiError`."""
+        """The newest attempt, or None before the first one; any other 404 (an unknown receiver, another
+        server's page) raises `ApiError`."""
         try:
-            return await self.request("GET", f"/v1/receivers/{receiver_id}/last-response")
+            return await self.request("GET", _receiver_path(receiver_id, "/last-response"))
         except ApiError as exc:
-            if exc.status == 404 and exc.code != UNKNOWN_RECEIVER:
+            if exc.status == 404 and exc.code == NO_ATTEMPT:
                 return None
             raise
 
@@ -292,12 +335,12 @@ class DispatcherClient:
         `status` (pending, delivered, dead_lettered) and `settled_at`; `next_after_seq` is None on
         the last page. Settled messages are kept `retained_seconds`.
         """
-        path = f"/v1/receivers/{receiver_id}/events"
+        path = _receiver_path(receiver_id, "/events")
         return await self.request("GET", path, after_seq=after_seq, limit=limit)
 
     async def dead_letters(self, receiver_id: str, after_seq: int = 0, limit: int = 100) -> dict[str, Any]:
         """Dead letters in seq order: `{"dead_letters": [...], "next_after_seq"}` (None on the last page)."""
-        path = f"/v1/receivers/{receiver_id}/dead-letters"
+        path = _receiver_path(receiver_id, "/dead-letters")
         return await self.request("GET", path, after_seq=after_seq, limit=limit)
 
     async def replay(
@@ -309,7 +352,7 @@ class DispatcherClient:
         All of them, or a seq range, or a dead-letter time range (epoch seconds); `limit` caps one call.
         """
         selector = {"from_seq": from_seq, "to_seq": to_seq, "since": since, "until": until, "limit": limit}
-        return await self.request("POST", f"/v1/receivers/{receiver_id}/replay", _present(selector))
+        return await self.request("POST", _receiver_path(receiver_id, "/replay"), _present(selector))
 
     # messages and events ----------------------------------------------------------
 
@@ -328,7 +371,7 @@ class DispatcherClient:
 
     async def message_status(self, receiver_id: str, message_id: str) -> dict[str, Any]:
         """`status` pending, delivered or dead_lettered, with its `seq` (and the reason, if dead-lettered)."""
-        return await self.request("GET", f"/v1/receivers/{receiver_id}/messages/{message_id}")
+        return await self.request("GET", _receiver_path(receiver_id, "/messages/" + segment(message_id)))
 
     async def publish_event(
         self, event_type: str, payload: Any, *, tenant: str | None = None, id: str | None = None
@@ -379,6 +422,13 @@ class DispatcherProducer:
         event = Event(id or new_id("evt"), event_type, payload, tenant, time.time())
         await self._producer.send_and_wait(self.events_topic, encode_event(event), event.id.encode())
         return event.id
+
+
+def _retry_unavailable(method: str, exc: ApiError, wait: float, elapsed: float) -> bool:
+    """Whether a GET answered 503 `unavailable` (the owner is moving) is worth another try after `wait`."""
+    if method != "GET" or exc.status != 503 or exc.code != UNAVAILABLE:
+        return False
+    return elapsed + wait < UNAVAILABLE_WITHIN
 
 
 def _present(fields: dict[str, Any]) -> dict[str, Any]:

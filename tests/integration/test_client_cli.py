@@ -7,10 +7,12 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 import pytest
+from aiohttp import web
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
@@ -320,3 +322,105 @@ async def wait_until_text(run: Any, args: tuple[str, ...], text: str, count: int
             return out
         await asyncio.sleep(0.2)
     raise AssertionError(f"{' '.join(args)} never showed {text!r} x{count}: {out}")
+
+
+async def test_an_id_never_reaches_another_route_or_receiver(worker: WorkerProcess) -> None:
+    """`/`, `..` and `%` in an id are one path segment: a 404 or 422, never another receiver's call."""
+    server = await Receiver().start()
+    try:
+        async with DispatcherClient(worker.url, TOKEN) as api:
+            await api.create_receiver(server.url("v"), id="victim-r")
+            for hostile in ("rcv_x/../victim-r", "x/../../victim-r", "..", "victim-r%2F..%2Fvictim-r"):
+                with pytest.raises(ApiError) as info:
+                    await api.delete_receiver(hostile)
+                assert info.value.status in (404, 422), (hostile, info.value)
+            for hostile in ("../../../healthz", "..", ".", "../victim-r"):
+                with pytest.raises(ApiError) as info:
+                    await api.message_status("victim-r", hostile)
+                assert info.value.status in (404, 422), (hostile, info.value)
+            assert (await api.get_receiver("victim-r"))["id"] == "victim-r", "the victim is still there"
+
+        deleted = await asyncio.to_thread(cli, worker, "receivers", "delete", "rcv_x/../victim-r")
+        assert deleted.returncode == 1 and "deleted" not in deleted.stdout, deleted
+        shown = await asyncio.to_thread(cli, worker, "receivers", "show", "../../healthz")
+        assert shown.returncode == 1 and "status: ok" not in shown.stdout, shown
+        assert shown.stderr.startswith(("error: 404 ", "error: 422 ")), shown.stderr
+        still = await asyncio.to_thread(cli, worker, "receivers", "show", "victim-r", "--field", "id")
+        assert still.stdout == "victim-r\n", still
+    finally:
+        await server.stop()
+
+
+@pytest.fixture(scope="module")
+async def patient_worker(make_module_worker: Callable[..., WorkerProcess]) -> WorkerProcess:
+    """A worker whose circuits stay closed through a long run of failures (window and count of 1000)."""
+    proc = make_module_worker(DISPATCHER_BREAKER_FAILURES="1000", DISPATCHER_BREAKER_WINDOW="1000")
+    await proc.wait_ready()
+    return proc
+
+
+async def test_replay_never_replays_the_dead_letters_it_makes(patient_worker: WorkerProcess) -> None:
+    """The receiver answers 400, so each replay is dead-lettered again at once; the replay stops at the
+    dead letters there were when it started (before, it went on replaying its own replays)."""
+    worker = patient_worker
+
+    async def refuse(path: str, delivery: Delivery) -> int:
+        return 400
+
+    server = await Receiver(refuse).start()
+    count = 20
+    try:
+        async with DispatcherClient(worker.url, TOKEN) as api:
+            await api.create_receiver(server.url("again"), id="again-r")
+            await api.send_messages([{"receiver_id": "again-r", "event_type": "again.x", "payload": {"n": n}}
+                                     for n in range(count)])
+
+            async def letters() -> list[dict[str, Any]]:
+                return (await api.dead_letters("again-r", limit=1000))["dead_letters"]
+
+            await wait_until_read(letters, lambda found: len(found) == count, 30, "the first dead letters")
+            run = await asyncio.to_thread(cli, worker, "dead-letters", "replay", "again-r", "--page", "1",
+                                          "--json")
+            assert run.returncode == 0, run.stderr
+            assert orjson.loads(run.stdout) == {"receiver_id": "again-r", "replayed": count, "skipped": 0,
+                                                "pages": count}, run.stderr
+            assert f"replayed {count} (seq {count}..{count})" in run.stderr
+            found = await wait_until_read(letters, lambda found: len(found) == 2 * count, 30, "the replays")
+            assert [x["seq"] for x in found] == list(range(1, 2 * count + 1))
+            replayed = [x["message"]["replay_of"] for x in found[count:]]
+            assert replayed == list(range(1, count + 1)), "each original once, no replay of a replay"
+            await asyncio.sleep(1)
+            assert len(await letters()) == 2 * count, "nothing more was replayed"
+    finally:
+        await server.stop()
+
+
+HOSTILE_BODY = "\x1b[2J\x1b[H\x1b[31mFAKE\x1b]0;owned\x07 \u202egnp.exe"
+
+
+async def test_a_receivers_answer_reaches_the_terminal_escaped(worker: WorkerProcess) -> None:
+    async def answer(request: web.Request) -> web.Response:
+        return web.Response(status=200, text=HOSTILE_BODY)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", answer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with DispatcherClient(worker.url, TOKEN) as api:
+            await api.create_receiver(f"http://127.0.0.1:{port}/evil", id="evil-r")
+        pinged = await asyncio.to_thread(cli, worker, "receivers", "ping", "evil-r")
+        assert pinged.returncode == 0, pinged.stderr
+        for args in (("receivers", "ping", "evil-r"), ("receivers", "last-response", "evil-r"),
+                     ("receivers", "attempts", "evil-r"), ("receivers", "show", "evil-r"),
+                     ("receivers", "ping", "evil-r", "--json"),
+                     ("receivers", "last-response", "evil-r", "--field", "body_prefix")):
+            run = await asyncio.to_thread(cli, worker, *args)
+            assert run.returncode == 0, (args, run.stderr)
+            assert "FAKE" in run.stdout, (args, run.stdout)
+            assert not set(run.stdout) & set("\x1b\x07\u202e"), (args, run.stdout)
+    finally:
+        await runner.cleanup()

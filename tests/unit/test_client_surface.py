@@ -10,8 +10,10 @@ import argparse
 import asyncio
 import inspect
 import re
+import time
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import unquote
 
 import orjson
 import pytest
@@ -19,7 +21,7 @@ from aiohttp import web
 
 from dispatcher.cli_api import CLI_OPERATIONS, add_api_commands, run_api_command
 from dispatcher.cli_output import Table, readable
-from dispatcher.client import OPERATIONS, ApiError, DispatcherClient
+from dispatcher.client import OPERATIONS, ApiError, DispatcherClient, segment
 from web.openapi import build
 
 
@@ -77,14 +79,17 @@ class Recorder:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, dict[str, str], Any]] = []
+        self.raw_paths: list[str] = []  # as sent, still percent-encoded
         self.answer: tuple[int, bytes, str] = (200, b"", "application/json")
+        self.next_answers: list[tuple[int, bytes, str]] = []  # answered first, one a request
         self.url = ""
 
     async def handle(self, request: web.Request) -> web.Response:
         raw = await request.read()
         body = orjson.loads(raw) if raw else None
         self.calls.append((request.method, request.path, dict(request.query), body))
-        status, answer, kind = self.answer
+        self.raw_paths.append(request.raw_path.partition("?")[0])
+        status, answer, kind = self.next_answers.pop(0) if self.next_answers else self.answer
         if not answer:
             answer = orjson.dumps({"status": "ready", "id": "x", "attempts": [], "ids": []})
         return web.Response(status=status, body=answer, content_type=kind)
@@ -170,6 +175,10 @@ async def test_errors_keep_the_api_fields_or_a_proxy_page_as_text(recorder: Reco
         assert await client.ready() == {"status": "starting"}, "not ready is an answer, not an error"
 
 
+def nested(depth: int) -> str:
+    return "[" * depth + "0" + "]" * depth
+
+
 def test_readable_output_shows_every_value_without_cutting_it() -> None:
     long = "x" * 500
     answer = {
@@ -220,6 +229,18 @@ def test_readable_output_shows_every_value_without_cutting_it() -> None:
         (["receivers", "create", "https://e.com", "--header", "X-A"], "argument --header: must be NAME="),
         (["receivers", "create", "https://e.com", "--signing", "rsa"], "argument --signing: must be hmac"),
         (["receivers", "attempts", "r1", "--limit", "0"], "argument --limit: must be a whole number >= 1"),
+        (["receivers", "create", "https://e.com", "--rate-limit", "nan"], "argument --rate-limit: must be"),
+        (["receivers", "update", "r1", "--rate-limit", "inf"], "argument --rate-limit: must be a finite"),
+        (["receivers", "update", "r1", "--rate-limit", "-1"], "argument --rate-limit: must be a finite"),
+        (["receivers", "rotate-secret", "r1", "--grace-seconds=-inf"], "argument --grace-seconds: must be"),
+        (["receivers", "rotate-secret", "r1", "--grace-seconds", "inf"], "argument --grace-seconds: must be"),
+        (["health", "--timeout", "nan"], "argument --timeout: must be a finite"),
+        (["health", "--timeout", "0"], "argument --timeout: must be a number of seconds above 0"),
+        (["receivers", "show", ""], "argument receiver_id: must not be empty"),
+        (["messages", "status", "r1", ""], "argument message_id: must not be empty"),
+        (["send", "r1", "t.x", nested(300)], "argument payload: JSON nested too deeply"),
+        (["send", "r1", "t.x", nested(253)], "argument payload: JSON nested too deeply"),  # +1 in the body
+        (["receivers", "create", "https://e.com", "--set", f"retry={nested(260)}"], "--set: retry: JSON"),
     ],
 )
 def test_a_bad_argument_is_exit_status_2_naming_the_option(
@@ -230,6 +251,32 @@ def test_a_bad_argument_is_exit_status_2_naming_the_option(
     with pytest.raises(SystemExit) as info:
         parser.parse_args(argv)
     assert info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_deep_payload_that_fits_is_taken() -> None:
+    assert api_parser().parse_args(["send", "r1", "t.x", nested(252)]).payload is not None
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["receivers", "create", "https://e.com", "--set", "secret=whsec_c2VjcmV0LXZhbHVl"], "--set"),
+        (["receivers", "create", "https://e.com", "--set", "whsec_c2VjcmV0LXZhbHVl"], "--set"),
+        (["receivers", "update", "r1", "--config", "whsec_c2VjcmV0LXZhbHVl"], "--config"),
+        (["receivers", "update", "r1", "--config", '{"secret": "whsec_c2VjcmV0LXZhbHVl"'], "--config"),
+        (["receivers", "create", "https://e.com", "--header", "Authorization: whsec_c2VjcmV0LXZhbHVl"],
+         "--header"),
+    ],
+)
+def test_a_bad_argument_never_echoes_a_value_that_may_be_a_secret(
+    argv: list[str], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = api_parser()
+    parser.exit_on_error = True
+    with pytest.raises(SystemExit):
+        parser.parse_args(argv)
+    err = capsys.readouterr().err
+    assert f"argument {option}: " in err and "c2VjcmV0LXZhbHVl" not in err, err
 
 
 def test_reset_state_without_confirm_is_refused_before_any_call(
@@ -252,3 +299,148 @@ async def test_the_cli_shows_a_proxy_error_page_and_exits_1(
     args = api_parser().parse_args(["receivers", "show", "r1"])
     assert await asyncio.to_thread(run_api_command, args) == 1
     assert capsys.readouterr().err == "error: 502 error: <html>502 Bad Gateway</html>\n"
+
+
+# ids in URL paths -------------------------------------------------------------------
+
+HOSTILE_IDS = ["rcv_x/../victim", "../../healthz", "..", ".", "a%2Fb", "q?x=1#frag", "sp ace", "é"]
+
+
+def segments_of(template: str, raw_path: str) -> list[str] | None:
+    """The decoded value of each `{name}` of `template` in `raw_path`, or None if it is another route."""
+    found = re.fullmatch(re.sub(r"\{\w+\}", "([^/]+)", template), raw_path)
+    return None if found is None else [unquote(value) for value in found.groups()]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_IDS)
+async def test_every_id_is_sent_as_one_encoded_path_segment(recorder: Recorder, hostile: str) -> None:
+    """`/`, `..` and `%` in an id never change the route: the server sees the id as one segment."""
+    async with DispatcherClient(recorder.url, "t") as client:
+        for op_id, name in OPERATIONS.items():
+            verb, template = operations()[op_id]
+            if "{" not in template:
+                continue
+            method = getattr(client, name)
+            required = [p for p in inspect.signature(method).parameters.values()
+                        if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD]
+            args = {**ARGS, "receiver_id": hostile, "message_id": hostile}
+            await method(*(args[p.name] for p in required))
+            path = recorder.raw_paths[-1]
+            assert recorder.calls[-1][0] == verb
+            assert segments_of(template, path) == [hostile] * template.count("{"), (op_id, path)
+
+
+def test_an_empty_id_is_refused_before_any_call() -> None:
+    with pytest.raises(ValueError, match="must not be empty"):
+        segment("")
+    assert segment("..") == "%2E%2E" and segment("a/b") == "a%2Fb"
+
+
+# retries, last response ---------------------------------------------------------------
+
+UNAVAILABLE = (503, orjson.dumps({"error": {"code": "unavailable", "field": "id",
+                                            "message": "the owner of this id is moving (rebalance); retry"}}),
+               "application/json")
+STATUS = (200, orjson.dumps({"status": "delivered", "seq": 1}), "application/json")
+
+
+async def test_a_get_answered_503_unavailable_is_tried_again(recorder: Recorder) -> None:
+    recorder.next_answers = [UNAVAILABLE, UNAVAILABLE, STATUS]
+    async with DispatcherClient(recorder.url, "t") as client:
+        assert await client.message_status("r1", "m1") == {"status": "delivered", "seq": 1}
+    assert len(recorder.calls) == 3
+
+
+async def test_a_lasting_503_surfaces_after_a_bounded_number_of_tries(recorder: Recorder) -> None:
+    recorder.answer = UNAVAILABLE
+    async with DispatcherClient(recorder.url, "t") as client:
+        started = time.monotonic()
+        with pytest.raises(ApiError) as info:
+            await client.message_status("r1", "m1")
+        assert (info.value.status, info.value.code) == (503, "unavailable")
+        assert len(recorder.calls) == 3 and time.monotonic() - started < 2.5
+        del recorder.calls[:]
+        with pytest.raises(ApiError):  # not a GET: the call may have been applied, so never repeated
+            await client.pause("r1")
+        recorder.answer = (503, orjson.dumps({"error": {"code": "draining"}}), "application/json")
+        with pytest.raises(ApiError):  # a 503 the API does not say to retry
+            await client.get_receiver("r1")
+    assert len(recorder.calls) == 2
+
+
+async def test_last_response_is_none_only_for_no_attempt(recorder: Recorder) -> None:
+    async with DispatcherClient(recorder.url, "t") as client:
+        recorder.answer = (404, b"404: Not Found", "text/plain")  # another server's page (a wrong URL)
+        with pytest.raises(ApiError) as info:
+            await client.last_response("r1")
+        assert (info.value.status, info.value.code) == (404, "error")
+        recorder.answer = (404, orjson.dumps({"error": {"code": "gone"}}), "application/json")
+        with pytest.raises(ApiError):
+            await client.last_response("r1")
+
+
+# CLI errors -------------------------------------------------------------------------------
+
+
+def cli_env(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("DISPATCHER_URL", url)
+    monkeypatch.setenv("DISPATCHER_API_TOKEN", "t")
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:18431", "http://", "ftp://example.com", "http//x", "http://[::1"])
+def test_a_bad_dispatcher_url_is_exit_status_2_naming_the_variable(
+    url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_env(monkeypatch, url)
+    assert run_api_command(api_parser().parse_args(["health"])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: DISPATCHER_URL ") and err.count("\n") == 1, err
+
+
+async def serve_raw(behaviour: Any) -> tuple[asyncio.Server, str]:
+    """A TCP server on 127.0.0.1 running `behaviour(reader, writer)` for each connection; its URL."""
+    server = await asyncio.start_server(behaviour, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+async def test_a_dropped_connection_or_a_hang_is_one_line_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def drop(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.close()
+
+    async def hang(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1 << 16)
+        await asyncio.sleep(30)
+
+    for behaviour, argv, said in (
+        (drop, ["health"], "error: cannot reach http://127.0.0.1:"),
+        (hang, ["health", "--timeout", "0.3"], " within 0.3 s"),
+    ):
+        server, url = await serve_raw(behaviour)
+        cli_env(monkeypatch, url)
+        try:
+            status = await asyncio.to_thread(run_api_command, api_parser().parse_args(argv))
+        finally:
+            server.close()
+        err = capsys.readouterr().err
+        assert status == 1 and said in err and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "error: no answer from http://127.0.0.1:" in err
+
+
+async def test_quiet_create_keeps_the_new_secret_on_stderr(
+    recorder: Recorder, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_env(monkeypatch, recorder.url)
+    recorder.answer = (201, orjson.dumps({"id": "rcv_1", "secret": "whsec_only_copy"}), "application/json")
+    args = api_parser().parse_args(["receivers", "create", "https://example.com/h", "-q"])
+    assert await asyncio.to_thread(run_api_command, args) == 0
+    out, err = capsys.readouterr()
+    assert out == "rcv_1\n"
+    assert err == "secret (shown once, keep it): whsec_only_copy\n"
+
+    args = api_parser().parse_args(["receivers", "create", "https://example.com/h", "-q",
+                                    "--secret", "whsec_only_copy"])
+    assert await asyncio.to_thread(run_api_command, args) == 0
+    assert capsys.readouterr() == ("rcv_1\n", ""), "a secret the caller gave is not repeated"
