@@ -17,6 +17,7 @@ from typing import TextIO
 import orjson
 from aiohttp import web
 
+from .cli_output import escape
 from .domain.signing import SecretError, verify_with
 
 TOLERANCE = 300  # seconds a timestamp may be off, as the Standard Webhooks libraries allow
@@ -59,8 +60,9 @@ class Listener:
         verdict = self.check(headers, body, time.time())
         seq = headers.get("webhook-sequence", "-")
         kind = headers.get("webhook-event-type", "-")
-        self._print(f"seq {seq}  {kind}  {headers.get('webhook-id', '-')}  signature {verdict}"
-                    f"  -> {self.status}\n    {_shown(body)}")
+        msg_id = headers.get("webhook-id", "-")
+        self._print(f"seq {escape(seq, True)}  {escape(kind, True)}  {escape(msg_id, True)}"
+                    f"  signature {escape(verdict, True)}  -> {self.status}\n    {_shown(body)}")
         return web.Response(status=self.status)
 
     def _print(self, line: str) -> None:
@@ -72,7 +74,8 @@ def _shown(body: bytes) -> str:
         text = orjson.dumps(orjson.loads(body)).decode()
     except orjson.JSONDecodeError:
         text = body.decode("utf-8", "replace")
-    return text if len(text) <= BODY_SHOWN else f"{text[:BODY_SHOWN]}... ({len(body)} bytes)"
+    shown = text if len(text) <= BODY_SHOWN else f"{text[:BODY_SHOWN]}... ({len(body)} bytes)"
+    return escape(shown, one_line=True)  # a receiver's bytes never drive the terminal
 
 
 def run_listener(host: str, port: int, key: str | None, status: int) -> int:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from dispatcher.domain.signing import (
     SecretError,
@@ -65,6 +68,27 @@ def test_hostile_headers_are_bad_requests_never_an_error() -> None:
     public = public_key_of(generate_signing_key())
     hostile = {**good, "webhook-signature": "v1a,\udcff"}
     assert Listener(public, out=io.StringIO()).check(hostile, BODY, NOW) != "ok"
+
+
+async def test_what_a_sender_wrote_never_reaches_the_terminal_raw() -> None:
+    out = io.StringIO()
+    listener = Listener(None, out=out)
+    app = web.Application()
+    app.router.add_route("*", "/{path:.*}", listener.handle)
+    async with TestServer(app) as server:  # raw bytes: aiohttp's client refuses to send such headers
+        # aiohttp's server refuses C0 controls in headers itself (400); a bidi override gets through.
+        head = ("POST /hook HTTP/1.1\r\nhost: x\r\nwebhook-id: msg_\u202e1\r\n"
+                "webhook-event-type: a\u202eb\r\ncontent-length: {}\r\nconnection: close\r\n\r\n")
+        # JSON whose string holds a C1 control, and a body that is not JSON with a raw escape.
+        for body in (b'{"x": "\\u009b[2J"}', b"not json \x1b[31m\x1b]0;owned\x07"):
+            reader, writer = await asyncio.open_connection(server.host, server.port)
+            writer.write(head.format(len(body)).encode("utf-8") + body)
+            assert (await reader.readline()).startswith(b"HTTP/1.1 200")
+            writer.close()
+    printed = out.getvalue()
+    for raw in ("\x1b", "\x07", "\u202e", "\x9b"):
+        assert raw not in printed, printed
+    assert "\\x1b" in printed and "\\u202e" in printed and "\\x9b" in printed  # shown as text
 
 
 def test_a_key_that_cannot_verify_is_refused_at_start() -> None:
