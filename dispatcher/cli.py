@@ -8,6 +8,7 @@ import sys
 
 from . import __version__
 from .cli_api import add_api_commands, run_api_command
+from .preflight import preflight
 from .settings import Settings, SettingsError
 
 
@@ -81,6 +82,7 @@ def _worker() -> int:
 
     settings = Settings.from_env()
     settings.target_policy()  # a bad allow list stops the worker here, naming the entry
+    preflight(settings)
     if not settings.api_token:
         print("configuration error: DISPATCHER_API_TOKEN must be set for a worker", file=sys.stderr)
         return 2

@@ -26,6 +26,7 @@ import orjson
 
 from . import __version__
 from .broker import EMBEDDED_BROKER_SETTINGS, BrokerError, EmbeddedBroker, free_port
+from .preflight import preflight
 from .ports import EXIT_PORT_IN_USE, CannotListen, check_port_free
 from .settings import Settings, is_wildcard
 
@@ -42,6 +43,7 @@ PR_SET_PDEATHSIG = 1
 def run_dev(broker_port: int) -> int:
     settings = Settings.from_env(require_https=False, allow_targets=DEV_ALLOW_TARGETS)
     token = settings.api_token or secrets.token_urlsafe(24)
+    preflight(settings)  # a SettingsError: one line, from the caller
     try:
         check_port_free(settings.web_host, settings.web_port, "DISPATCHER_WEB_PORT", "DISPATCHER_WEB_HOST",
                         any_port=False)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 
 from dispatcher.ports import EXIT_CONFIG, EXIT_PORT_IN_USE, CannotListen, check_port_free
+from dispatcher.preflight import preflight
+from dispatcher.settings import Settings, SettingsError
 
 
 def test_a_taken_port_names_the_setting_and_exits_3() -> None:
@@ -37,3 +40,14 @@ def test_a_bad_port_or_host_is_a_configuration_error(host: str, port: int, named
 def test_port_zero_is_any_port_where_allowed() -> None:
     check_port_free("127.0.0.1", 0, "DISPATCHER_DEV_BROKER_PORT")
     check_port_free("::1", 0, "--port")
+
+
+def test_a_data_dir_that_is_a_file_or_a_bad_library_level_is_refused_up_front(tmp_path: Path) -> None:
+    afile = tmp_path / "data"
+    afile.write_text("not a directory")
+    with pytest.raises(SettingsError, match=r"DISPATCHER_DATA_DIR=.*not a directory"):
+        preflight(Settings(data_dir=afile))
+    with pytest.raises(SettingsError, match="DISPATCHER_LIBRARY_LOG_LEVEL='loud'"):
+        preflight(Settings(data_dir=tmp_path / "d", library_log_level="loud"))
+    preflight(Settings(data_dir=tmp_path / "d"))
+    assert (tmp_path / "d").is_dir()
