@@ -149,6 +149,8 @@ async def test_find_a_receiver_by_search_and_see_its_last_response(
     assert status == 202
     await wait_until(lambda: len(recv.by_path(path)) == 1, LIMIT, "the delivery")
     await console.goto(worker.url + "/ui/receivers")
+    await console.keyboard.press("Tab")  # the keyboard's first stop skips the navigation
+    assert await console.evaluate("document.activeElement.textContent") == "Skip to content"
     await console.fill("#q", path)
     await console.click("text=Search")
     rows = console.locator("#receivers tbody tr")
@@ -173,7 +175,7 @@ async def test_pause_holds_messages_and_resume_drains_them_in_order(
     assert await console.inner_text("#status") == "paused"
     for n in range(3):
         body = {"receiver_id": rid, "event_type": "t.held", "payload": {"n": n}}
-        await api.call("POST", "/v1/messages", body)
+        assert (await api.call("POST", "/v1/messages", body))[0] == 202
         await reload_until(console, "#backlog", lambda text, n=n: text == str(n + 1), f"{n + 1} held")
     assert recv.by_path(path) == []
     await console.click("button:has-text('Resume')")
@@ -254,7 +256,8 @@ async def test_publish_and_the_live_tail(
     path = unique("tail")
     rid = (await api.create_receiver(recv.url(path), event_types=["tail.*"]))["id"]
     await console.goto(f"{worker.url}/ui/tail?receiver_id={rid}")
-    await console.wait_for_function("document.getElementById('tail-state').textContent === 'Live.'")
+    # a locator, not wait_for_function: the page's CSP forbids the eval that one polls with
+    await console.locator("#tail-state").filter(has_text="Live.").wait_for(timeout=LIMIT * 1000)
     await api.call("POST", "/v1/messages", {"receiver_id": rid, "event_type": "tail.one", "payload": {}})
     await console.locator("#tail tbody tr").first.wait_for(timeout=LIMIT * 1000)
     assert rid in await console.inner_text("#tail tbody tr")
