@@ -321,3 +321,15 @@ def test_the_chart_readme_documents_every_value() -> None:
             leaf = name.split(".")[-1]
             found = f"`{name}" in rows or f"`{leaf}`" in rows or (f"`{key}." in rows and f"`.{leaf}`" in rows)
             assert found, f"{name} is missing from the values table of {CHART / 'README.md'}"
+
+
+def test_every_rendered_environment_is_one_the_worker_accepts(renders: dict[str, Render]) -> None:
+    for name, rendered in renders.items():
+        env = {e["name"]: e.get("value", "a-secret") for e in rendered.container["env"]}
+        env = {k: v.replace("$(POD_NAME)", "hooks-webhook-dispatcher-0") for k, v in env.items()}
+        settings = Settings.from_env(env)  # a bad number or boolean raises, naming the variable
+        settings.policy()
+        settings.target_policy()
+        assert settings.canonical_url().startswith("http://hooks-webhook-dispatcher-0."), name
+        assert settings.instance_id == "hooks-webhook-dispatcher-0"
+        assert (settings.topic_replication, settings.topic_min_insync_replicas) == (3, 2)
