@@ -33,7 +33,10 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "no persistence": {"persistence": {"enabled": False}, "podDisruptionBudget": {"enabled": False},
                        "preStopSleepSeconds": 0, "image": {"digest": "sha256:" + "a" * 64}},
     "settings": {"config": {"DISPATCHER_ALLOW_TARGETS": "10.20.0.0/16", "DISPATCHER_MAX_IN_FLIGHT": 512,
-                            "DISPATCHER_VERIFY_ENDPOINTS": True}},
+                            "DISPATCHER_VERIFY_ENDPOINTS": True,
+                            "DISPATCHER_CA_FILE": "/etc/dispatcher-ca/ca.pem"},
+                 "extraVolumes": [{"name": "ca", "configMap": {"name": "private-ca"}}],
+                 "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/dispatcher-ca", "readOnly": True}]},
 }
 # The env names the chart sets from its own values (or the pod), not through `config`.
 CHART_SET = {
@@ -188,6 +191,10 @@ def test_every_setting_is_settable_through_values(renders: dict[str, Render]) ->
     assert env["DISPATCHER_ALLOW_TARGETS"]["value"] == "10.20.0.0/16"
     assert env["DISPATCHER_MAX_IN_FLIGHT"]["value"] == "512"
     assert env["DISPATCHER_VERIFY_ENDPOINTS"]["value"] == "true"
+    pod = renders["settings"].statefulset["spec"]["template"]["spec"]
+    assert {"name": "ca", "configMap": {"name": "private-ca"}} in pod["volumes"]
+    mounts = {m["name"]: m["mountPath"] for m in renders["settings"].container["volumeMounts"]}
+    assert env["DISPATCHER_CA_FILE"]["value"].startswith(mounts["ca"] + "/")
     for name in CHART_SET - {"DISPATCHER_METRICS_TOKEN"}:  # set with auth.metricsTokenKey
         assert name in env, f"the chart sets {name}"
 
