@@ -25,7 +25,7 @@ from .domain.retry import RetryPolicy, Verdict
 
 PREFIX = "webhook_dispatcher_"
 _CLOSED = Circuit.CLOSED
-_new_lag = tuple.__new__  # a Lag without NamedTuple's __new__ (a third of the cost)
+_new_lag = tuple.__new__  # a Lag without NamedTuple's slower __new__ (the book notes every command)
 # An attempt's time: 5 ms to the default 15 s timeout and past it.
 ATTEMPT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0)
 # Accepted to 2xx: milliseconds for a healthy receiver, up to days for one that was down.
@@ -127,7 +127,7 @@ def oldest_accepted(state: ReceiverState) -> float:
 
 
 class ReceiverBook:
-    """The owned receivers' lag, kept from the states the runner saves (about a µs a command).
+    """The owned receivers' lag, kept from the states the runner saves (on the hot path: kept cheap).
 
     Only receivers with a backlog or a status other than active are kept; the
     others are counted per partition, so idle receivers cost no memory here.
@@ -183,8 +183,9 @@ class ReceiverBook:
 async def survey_in_chunks(
     book: ReceiverBook, top: int, always: frozenset[str], chunk: int = CHUNK
 ) -> Survey:
-    """`book.survey`, yielding to the event loop every `chunk` receivers: 100,000 failing receivers
-    took the loop for about 50 ms in one pass. Judged on a copy of the book as the scrape began."""
+    """`book.survey`, yielding to the event loop every `chunk` receivers: one pass over a book of
+    100,000 held the loop for tens of ms (docs/benchmarks.md, "Monitoring"). Judged on a copy of
+    the book as the scrape began."""
     survey, items = Survey(top), list(book.lag.items())
     for start in range(0, len(items), chunk):
         survey.add(items[start : start + chunk])
