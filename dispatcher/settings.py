@@ -55,6 +55,16 @@ class Settings:
     # exist are left as they are.
     topic_replication: int = 1
     topic_min_insync_replicas: int = 0
+    # How the worker reaches Kafka: PLAINTEXT (empty), SSL, SASL_PLAINTEXT or SASL_SSL. SSL checks
+    # the brokers against kafka_ca_file (empty: the system's CAs), with a client certificate for
+    # mutual TLS if kafka_cert_file is set; SASL logs in as kafka_sasl_username (PLAIN or SCRAM).
+    kafka_security_protocol: str = ""
+    kafka_sasl_mechanism: str = "SCRAM-SHA-512"
+    kafka_sasl_username: str = ""
+    kafka_sasl_password: str = ""
+    kafka_ca_file: str = ""
+    kafka_cert_file: str = ""
+    kafka_key_file: str = ""
     api_token: str = ""
     # Exceptions to the SSRF deny table: CIDRs and address:port pairs. `dev`
     # allows loopback; a worker allows nothing private unless told here.

@@ -7,11 +7,14 @@ state together.
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
+import faust
+
 from .overrides.app import DispatcherApp, QuickTableManager
-from .settings import Settings
+from .settings import Settings, SettingsError
 
 
 @dataclass(slots=True)
@@ -41,6 +44,43 @@ def topic_config(settings: Settings) -> dict[str, str]:
     if settings.topic_min_insync_replicas > 0:
         return {"min.insync.replicas": str(settings.topic_min_insync_replicas)}
     return {}
+
+
+KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def broker_credentials(settings: Settings) -> Any:
+    """Faust's credentials for DISPATCHER_KAFKA_*: every Kafka client of the worker uses them."""
+    protocol = settings.kafka_security_protocol.strip().upper() or "PLAINTEXT"
+    if protocol not in KAFKA_PROTOCOLS:
+        raise SettingsError(f"DISPATCHER_KAFKA_SECURITY_PROTOCOL={settings.kafka_security_protocol!r}: "
+                            "must be one of " + ", ".join(KAFKA_PROTOCOLS))
+    if protocol == "PLAINTEXT":
+        return None
+    context = kafka_ssl_context(settings) if protocol.endswith("SSL") else None
+    if protocol == "SSL":
+        return faust.SSLCredentials(context)
+    mechanism = settings.kafka_sasl_mechanism.strip().upper()
+    if mechanism not in SASL_MECHANISMS:
+        raise SettingsError(f"DISPATCHER_KAFKA_SASL_MECHANISM={settings.kafka_sasl_mechanism!r}: "
+                            "must be one of " + ", ".join(SASL_MECHANISMS))
+    if not (settings.kafka_sasl_username and settings.kafka_sasl_password):
+        raise SettingsError(f"DISPATCHER_KAFKA_SECURITY_PROTOCOL={protocol} needs "
+                            "DISPATCHER_KAFKA_SASL_USERNAME and DISPATCHER_KAFKA_SASL_PASSWORD")
+    return faust.SASLCredentials(username=settings.kafka_sasl_username, password=settings.kafka_sasl_password,
+                                 ssl_context=context, mechanism=mechanism)
+
+
+def kafka_ssl_context(settings: Settings) -> ssl.SSLContext:
+    """Brokers verified (the given CA or the system's); a client certificate for mutual TLS if set."""
+    try:
+        context = ssl.create_default_context(cafile=settings.kafka_ca_file or None)
+        if settings.kafka_cert_file:
+            context.load_cert_chain(settings.kafka_cert_file, settings.kafka_key_file or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise SettingsError(f"DISPATCHER_KAFKA_CA_FILE / _CERT_FILE / _KEY_FILE: {exc}") from exc
+    return context
 
 
 def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
@@ -81,6 +121,7 @@ def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
 def faust_config(settings: Settings, web_middlewares: list[Any]) -> dict[str, Any]:
     return {
         "broker": settings.broker,
+        "broker_credentials": broker_credentials(settings),
         "store": "rocksdb://",
         "TableManager": QuickTableManager,
         # Everything we store or send is bytes we encoded ourselves (orjson).

@@ -16,12 +16,16 @@ import yaml
 
 from dispatcher.domain.addresses import DENY_TABLE
 from dispatcher.settings import Settings
+from dispatcher.topology import broker_credentials
 from tests.deploy.chart import CHART, KUBE_VERSION, NAMESPACE, ROOT, Render, render, with_broker
 
 # The value sets the issue names, plus the ones a platform team reaches for first.
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "defaults": {},
     "existing secret": {"auth": {"existingSecret": "dispatcher-tokens", "metricsTokenKey": "metrics-token"}},
+    "kafka sasl": {"kafka": {"saslPasswordSecret": {"name": "kafka-user", "key": "password"}},
+                   "config": {"DISPATCHER_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+                              "DISPATCHER_KAFKA_SASL_USERNAME": "webhook-dispatcher"}},
     "metrics on": {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
                                "prometheusRule": {"enabled": True}},
                    "auth": {"metricsTokenKey": "metrics-token"}},
@@ -44,10 +48,8 @@ CHART_SET = {
     "DISPATCHER_TOPIC_MIN_INSYNC_REPLICAS", "DISPATCHER_SESSION_TIMEOUT", "DISPATCHER_STANDBY_REPLICAS",
     "DISPATCHER_API_TOKEN", "DISPATCHER_METRICS_TOKEN", "DISPATCHER_INSTANCE_ID",
     "DISPATCHER_ADVERTISED_URL", "DISPATCHER_WEB_HOST", "DISPATCHER_WEB_PORT", "DISPATCHER_DATA_DIR",
+    "DISPATCHER_KAFKA_SASL_PASSWORD",  # from a Secret (kafka.saslPasswordSecret), never inline
 }
-# Settings being added beside this chart (tracing) that the chart takes before they reach
-# dispatcher/settings.py, so that commit finds the chart ready; empty this once they are there.
-PENDING = {"DISPATCHER_TRACE_RECEIVERS"}
 # Prometheus Operator kinds: kubernetes-validate has no schema for CRDs.
 CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
 RULES = ROOT / "deploy" / "prometheus" / "webhook-dispatcher-rules.yml"
@@ -184,7 +186,7 @@ def test_every_setting_is_settable_through_values(renders: dict[str, Render]) ->
     missing = settings - config_names - CHART_SET
     assert not missing, (f"add {sorted(missing)} to the `config` names of {CHART}/values.schema.json "
                          "(or set it in templates/statefulset.yaml)")
-    unknown = config_names - settings - PENDING
+    unknown = config_names - settings
     assert not unknown, f"values.schema.json names settings that do not exist: {sorted(unknown)}"
     assert not config_names & CHART_SET, "the chart sets these itself"
     env = renders["settings"].env()
@@ -195,7 +197,7 @@ def test_every_setting_is_settable_through_values(renders: dict[str, Render]) ->
     assert {"name": "ca", "configMap": {"name": "private-ca"}} in pod["volumes"]
     mounts = {m["name"]: m["mountPath"] for m in renders["settings"].container["volumeMounts"]}
     assert env["DISPATCHER_CA_FILE"]["value"].startswith(mounts["ca"] + "/")
-    for name in CHART_SET - {"DISPATCHER_METRICS_TOKEN"}:  # set with auth.metricsTokenKey
+    for name in CHART_SET - {"DISPATCHER_METRICS_TOKEN", "DISPATCHER_KAFKA_SASL_PASSWORD"}:  # when given
         assert name in env, f"the chart sets {name}"
 
 
@@ -204,6 +206,7 @@ def test_the_schema_refuses_bad_values() -> None:
         ({"replicaCount": 0}, "replicaCount"),
         ({"config": {"DISPATCHER_NO_SUCH_SETTING": "1"}}, "DISPATCHER_NO_SUCH_SETTING"),
         ({"config": {"DISPATCHER_BROKER": "kafka://x:9092"}}, "DISPATCHER_BROKER"),  # kafka.broker sets it
+        ({"config": {"DISPATCHER_KAFKA_SASL_PASSWORD": "pw"}}, "DISPATCHER_KAFKA_SASL_PASSWORD"),  # a Secret
         ({"kafka": {"partitions": "many"}}, "partitions"),
         ({"service": {"port": 70000}}, "port"),
         ({"persistence": {"size": "ten gigs"}}, "size"),
@@ -337,6 +340,16 @@ def test_every_rendered_environment_is_one_the_worker_accepts(renders: dict[str,
         settings = Settings.from_env(env)  # a bad number or boolean raises, naming the variable
         settings.policy()
         settings.target_policy()
+        broker_credentials(settings)  # the Kafka connection's security settings
         assert settings.canonical_url().startswith("http://hooks-webhook-dispatcher-0."), name
         assert settings.instance_id == "hooks-webhook-dispatcher-0"
         assert (settings.topic_replication, settings.topic_min_insync_replicas) == (3, 2)
+
+
+def test_the_kafka_password_comes_from_a_secret(renders: dict[str, Render]) -> None:
+    env = renders["kafka sasl"].env()
+    assert env["DISPATCHER_KAFKA_SASL_PASSWORD"] == {
+        "name": "DISPATCHER_KAFKA_SASL_PASSWORD",
+        "valueFrom": {"secretKeyRef": {"name": "kafka-user", "key": "password"}}}
+    assert env["DISPATCHER_KAFKA_SECURITY_PROTOCOL"]["value"] == "SASL_SSL"
+    assert "DISPATCHER_KAFKA_SASL_PASSWORD" not in renders["defaults"].env()
