@@ -17,6 +17,7 @@ from web.engine import Engine, InFlight, WebSettings
 
 from .domain.actor import Policy, ReceiverState
 from .domain.records import Outcome, ReceiverConfig, Verification
+from .metrics import survey_in_chunks
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -167,6 +168,12 @@ class DispatcherPort:
 
     async def attempts_since(self, after: int, wait: float) -> tuple[int, list[dict[str, Any]]]:
         return await self._dispatcher.activity.wait_since(after, wait)
+
+    async def receiver_survey(self, top: int) -> dict[str, Any]:
+        survey = await survey_in_chunks(self._dispatcher.runner.book, top, frozenset())
+        now = time.time()
+        oldest = [{"receiver_id": rid, "age": round(now - lag.oldest, 3)} for rid, lag in survey.chosen]
+        return {"by_status": dict(survey.statuses), "oldest": oldest}
 
 
 if TYPE_CHECKING:

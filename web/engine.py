@@ -185,6 +185,11 @@ class Engine(Protocol):
 
     # this worker's recent activity (the developer UI's live tail) ---------------------------------
 
+    async def receiver_survey(self, top: int) -> dict[str, Any]:
+        """This worker's receivers by status, and the `top` with the oldest undelivered message
+        (`receiver_id`, `age` s): the figures /metrics reports, from the same book."""
+        ...
+
     async def attempts_since(self, after: int, wait: float) -> tuple[int, list[dict[str, Any]]]:
         """Attempts this worker logged, numbered above `after` (oldest first, the newest few hundred
         kept), waiting at most `wait` s for one; and the newest number."""

@@ -40,9 +40,16 @@ async def test_a_receivers_page_and_actions_reach_its_owner_through_either_worke
             assert resp.status == 303
             assert resp.headers["Location"].endswith(f"/ui/receivers/{remote}?done=pause")
         assert (await api.state(remote))["paused"]
+        status, _ = await api.call("POST", "/v1/messages", {"receiver_id": remote, "event_type": "t.held",
+                                                            "payload": {}})
+        assert status == 202
+        await api.eventually_state(remote, lambda s: s["backlog"] == 1, 30, "the message held")
         async with session.get(f"{workers[1].url}/ui/") as resp:
             overview = await resp.text()
         assert all(w.url in overview for w in workers) and "no answer" not in overview
+        # the other worker's counts and its held receiver, from the lag book /metrics reads
+        assert re.search(r"pill-paused\">paused</span> <strong>1</strong>", overview)
+        assert f'href="/ui/receivers/{remote}"' in overview.split("Oldest undelivered")[1]
         async with session.get(f"{workers[1].url}/ui/receivers?status=paused") as resp:
             assert remote in await resp.text()  # the list merges both workers' receivers
     finally:

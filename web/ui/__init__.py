@@ -38,7 +38,6 @@ def setup_ui(app: web.Application) -> None:
     static files from the package."""
     app[aiohttp_jinja2.APP_KEY] = environment()
     app[UI_THROTTLE] = LoginThrottle()
-    app[lists.UI_SUMMARY] = lists.SummaryCache()
     app.on_response_prepare.append(security_headers)
     add = app.router
     add.add_get("/ui", _to_overview)

@@ -14,7 +14,6 @@ import orjson
 from aiohttp import ClientError, ClientTimeout, web
 from yarl import URL
 
-from dispatcher.domain import actor
 from dispatcher.domain.actor import STATUSES
 
 from ..engine import ENGINE, Engine
@@ -25,8 +24,6 @@ from .guard import Ui
 
 PAGE = 50  # receivers a page
 FILL_SECONDS = 1.0  # a search that matches nothing yet reads on this long before it shows an empty page
-SUMMARY_BUDGET = 20_000  # states one worker reads for the overview's counts (the rest is left out)
-SUMMARY_FRESH = 5.0  # s a worker's counts are reused: reloading the overview does not rescan
 OLDEST = 10
 PEER_TIMEOUT = ClientTimeout(total=5)
 
@@ -67,7 +64,7 @@ async def overview(ui: Ui) -> web.StreamResponse:
     urls = engine.worker_urls() or [engine.own_url()]
     workers, summaries = await asyncio.gather(
         asyncio.gather(*(_worker(engine, url) for url in urls)),
-        asyncio.gather(*(_summary_from(engine, url, ui.request.app[UI_SUMMARY]) for url in urls)),
+        asyncio.gather(*(_summary_from(engine, url) for url in urls)),
     )
     minutes = _sum_minutes([w.get("activity", {}).get("minutes", []) for w in workers])
     ok, failed = sum(m["ok"] for m in minutes), sum(m["failed"] for m in minutes)
@@ -79,7 +76,7 @@ async def overview(ui: Ui) -> web.StreamResponse:
     return ui.render(
         "overview.html", workers=workers, minutes=minutes, bars=activity_bars(minutes), ok=ok, failed=failed,
         rate=(ok / (ok + failed)) if ok + failed else None, by_status=by_status, statuses=STATUSES,
-        oldest=oldest, cut=any(s.get("cut") for s in summaries), budget=SUMMARY_BUDGET,
+        oldest=oldest,
         dead_last_hour=sum(w.get("activity", {}).get("dead_letters_last_hour", 0) for w in workers),
         unreachable=[s["url"] for s in summaries if s.get("error")],
     )
@@ -93,25 +90,9 @@ async def _worker(engine: Engine, url: URL) -> dict[str, Any]:
     return {"url": str(url), "ready": body.get("status") == "ready", **body}
 
 
-class SummaryCache:
-    """This worker's last summary, reused for `SUMMARY_FRESH` seconds (a scan reads up to 20,000 states)."""
-
-    def __init__(self) -> None:
-        self._at = -SUMMARY_FRESH
-        self._summary: dict[str, Any] = {}
-
-    def get(self, engine: Engine) -> dict[str, Any]:
-        if time.monotonic() - self._at >= SUMMARY_FRESH:
-            self._summary, self._at = local_summary(engine, time.time()), time.monotonic()
-        return self._summary
-
-
-UI_SUMMARY: web.AppKey[SummaryCache] = web.AppKey("ui_summary")
-
-
-async def _summary_from(engine: Engine, url: URL, cache: SummaryCache) -> dict[str, Any]:
+async def _summary_from(engine: Engine, url: URL) -> dict[str, Any]:
     if str(url) == str(engine.own_url()):
-        return {"url": str(url), **cache.get(engine)}
+        return {"url": str(url), **await engine.receiver_survey(OLDEST)}
     return {"url": str(url), **await _get_json(engine, url.with_path("/ui/local/summary"))}
 
 
@@ -138,26 +119,9 @@ def _sum_minutes(per_worker: list[list[dict[str, Any]]]) -> list[dict[str, Any]]
     return [totals[m] for m in sorted(totals)]
 
 
-def local_summary(engine: Engine, now: float) -> dict[str, Any]:
-    """This worker's receivers by status and its oldest undelivered messages, from at most
-    `SUMMARY_BUDGET` states (`cut`: there were more)."""
-    states = itertools.chain(*engine.receiver_states_after(""))
-    by_status: Counter[str] = Counter()
-    waiting: list[tuple[float, str]] = []
-    read = 0
-    for read, state in enumerate(itertools.islice(states, SUMMARY_BUDGET + 1), 1):
-        if read > SUMMARY_BUDGET:
-            break
-        by_status[actor.status(state)] += 1
-        if state.head and state.head_accepted_at:
-            waiting.append((state.head_accepted_at, state.receiver_id))
-    oldest = [{"receiver_id": rid, "age": round(now - at, 3)} for at, rid in heapq.nsmallest(OLDEST, waiting)]
-    return {"by_status": dict(by_status), "oldest": oldest, "cut": read > SUMMARY_BUDGET}
-
-
 async def summary_endpoint(request: web.Request) -> web.Response:
     """GET /ui/local/summary: this worker's part of the overview, for the worker showing it (API token)."""
     engine = request.app[ENGINE]
     if not bearer_authorized(request, engine.settings.api_token):
         return error_response(401, "unauthorized", "missing or wrong bearer token", "Authorization")
-    return web.json_response(request.app[UI_SUMMARY].get(engine))
+    return web.json_response(await engine.receiver_survey(OLDEST))
