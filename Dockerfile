@@ -30,9 +30,11 @@ RUN groupadd --system --gid 10001 dispatcher \
     && mkdir -p /var/lib/webhook-dispatcher \
     && chown 10001:10001 /var/lib/webhook-dispatcher
 COPY --from=build /opt/webhook-dispatcher /opt/webhook-dispatcher
-# Bytecode is compiled at build time; nothing is written beside the code, so the root filesystem
-# can be read-only. The worker binds every interface: a container's loopback reaches nobody.
+# Bytecode is compiled at build time and HOME is /tmp, so nothing is written beside the code and
+# the root filesystem can be read-only (with a writable /tmp, as the chart and compose mount). The
+# worker binds every interface: a container's loopback reaches nobody.
 ENV PATH=/opt/webhook-dispatcher/bin:$PATH \
+    HOME=/tmp \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     DISPATCHER_WEB_HOST=0.0.0.0 \
