@@ -26,8 +26,8 @@ import orjson
 
 from . import __version__
 from .broker import EMBEDDED_BROKER_SETTINGS, BrokerError, EmbeddedBroker, free_port
-from .preflight import preflight
 from .ports import EXIT_PORT_IN_USE, CannotListen, check_port_free
+from .preflight import preflight
 from .settings import Settings, is_wildcard
 
 # `dev` runs receivers on the developer's machine; a worker allows no loopback.
