@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -214,9 +215,13 @@ async def test_replay_a_dead_letter_and_see_it_delivered(
     await console.fill("#message_id", msg_id)
     await console.click("main button[type=submit]")
     assert await console.inner_text("#message-status") == "delivered"
+    assert (await console.inner_text("#timeline")).startswith("200")  # the replay's one attempt
     await console.screenshot(path=shots / "message.png", full_page=True)
     await console.goto(f"{worker.url}/ui/receivers/{rid}/events")
     assert await console.locator("#events tbody tr").count() == 2, await console.inner_text("#events")
+    for text, rows in (('"X":1', 2), ("t.REPLAY", 2), ("nothing like it", 0)):  # payload search
+        await console.goto(f"{worker.url}/ui/receivers/{rid}/events?{urlencode({'q': text})}")
+        assert await console.locator("#events tbody tr td a").count() == rows, text
     await console.screenshot(path=shots / "catch-up.png", full_page=True)
 
 

@@ -71,8 +71,9 @@ def pages() -> dict[str, dict[str, Any]]:
         "deleted.html": {"answer": {"id": "rcv_1", "deleted": True, "dead_lettered": 3}},
         "message.html": {"m": {"id": "msg_1", "receiver_id": "rcv_1", "seq": 1, "status": "dead_lettered",
                                "reason": "max_attempts", "detail": HOSTILE, "at": NOW},
-                         "payload": HOSTILE, "entry": {"type": HOSTILE, "accepted_at": NOW}},
-        "events.html": {"rid": "rcv_1", "after": 0, "found": {
+                         "payload": HOSTILE, "entry": {"type": HOSTILE, "accepted_at": NOW},
+                         "timeline": [attempt(1, False), attempt(2, True)]},
+        "events.html": {"rid": "rcv_1", "after": 0, "q": HOSTILE, "found": {
             "events": [{"seq": 1, "id": "msg_1", "type": HOSTILE, "timestamp": "2026-01-01T00:00:00Z",
                         "status": "delivered", "data_json": HOSTILE}],
             "next_after_seq": 1, "retained_seconds": 86400}},

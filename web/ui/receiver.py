@@ -30,6 +30,8 @@ from .charts import sparkline
 from .guard import Ui, see_other
 
 ATTEMPTS_SHOWN = 50
+EVENTS_PAGE = 50
+SEARCH_READ = 1000  # messages a payload search reads for one page
 LETTERS_SHOWN = 100
 NOTICES = {  # what `?done=` may say after an action (never text from the request)
     "pause": "Paused: new messages are held until you resume.",
@@ -140,22 +142,37 @@ async def delete_receiver(ui: Ui) -> web.StreamResponse:
 
 
 async def message(ui: Ui) -> web.StreamResponse:
-    """A message's status, seq, attempts and (while kept) payload."""
+    """A message's status, seq, payload (while kept) and its attempts still in the log, oldest first."""
     rid = _rid(ui)
     found = await message_view(ui.engine, rid, ui.request.match_info["message_id"])
     entry = ui.engine.backlog_entry(rid, found["seq"])
     payload = orjson.dumps(entry["data"], option=orjson.OPT_INDENT_2).decode() if entry else None
-    return ui.render("message.html", m=found, payload=payload, entry=entry)
+    state = receiver_here(ui.engine, rid)
+    logged = ui.engine.attempts(rid, state.attempt_no, ATTEMPTS_SHOWN)
+    timeline = [a for a in reversed(logged) if a.get("msg_id") == found["id"]
+                or (a.get("seq") and a["seq"] <= found["seq"] <= (a.get("last") or a["seq"]))]
+    return ui.render("message.html", m=found, payload=payload, entry=entry, timeline=timeline)
 
 
 async def events(ui: Ui) -> web.StreamResponse:
-    """The catch-up browser: messages after a seq, a page at a time."""
+    """The catch-up browser: messages after a seq, a page at a time; `q` keeps those whose type or
+    payload holds the text (any case), reading at most `SEARCH_READ` messages a page."""
     after = int(_number(ui.field("after_seq") or "0", "after_seq"))
+    text = ui.field("q")[:200]
     rid = receiver_here(ui.engine, _rid(ui)).receiver_id
-    found = events_view(ui.engine, rid, after, 50)
-    for event in found["events"]:
-        event["data_json"] = orjson.dumps(event["data"]).decode()
-    return ui.render("events.html", rid=rid, found=found, after=after)
+    shown: list[dict[str, Any]] = []
+    found = events_view(ui.engine, rid, after, EVENTS_PAGE)
+    for _ in range(SEARCH_READ // EVENTS_PAGE):
+        for event in found["events"]:
+            event["data_json"] = orjson.dumps(event["data"]).decode()
+            if not text or text.lower() in (event["type"] + event["data_json"]).lower():
+                shown.append(event)
+        if not text or len(shown) >= EVENTS_PAGE or found["next_after_seq"] is None:
+            break
+        found = events_view(ui.engine, rid, found["next_after_seq"], EVENTS_PAGE)
+    next_after = found["next_after_seq"]
+    return ui.render("events.html", rid=rid, found={**found, "events": shown, "next_after_seq": next_after},
+                     after=after, q=text)
 
 
 def _number(text: str, field: str) -> float:
