@@ -5,7 +5,8 @@ a closed port (each with one message, so each has a backlog and retries); then
 paced runs (`rate` messages a second through `POST /v1/messages` to 100 of the
 healthy ones, arrival at nginx timed from the API's answer, as the suite's
 latency scenario), alternately without and with a scraper reading /metrics
-every `every` seconds. Also the collector alone, in this process, over a lag
+every `every` seconds, with the worker's worst event-loop lag over each run
+(its own `event_loop_lag_seconds`). Also the collector alone, in this process, over a lag
 book of 10,000 and of 100,000 failing receivers (the worst case: every one of
 them reported). Figures are printed, never asserted; the JSON goes to
 bench/results/.
@@ -89,7 +90,9 @@ async def paced(bench: Bench, worker: WorkerProcess, ids: list[str], scraping: b
     async def scraper() -> None:
         async with aiohttp.ClientSession() as session:
             while not stop.is_set():
-                scrape_s.append((await scrape(session, worker.url))[0])
+                took, body = await scrape(session, worker.url)
+                scrape_s.append(took)
+                loop_lag.append(worst_loop_lag(body))
                 await asyncio.sleep(every)
 
     async def send(n: int) -> None:
@@ -100,6 +103,9 @@ async def paced(bench: Bench, worker: WorkerProcess, ids: list[str], scraping: b
         if status == 202:
             answered[msg_id] = time.time()
 
+    loop_lag: list[float] = []
+    async with aiohttp.ClientSession() as session:
+        await scrape(session, worker.url)  # the worker's worst event-loop lag counts from here
     side = asyncio.create_task(scraper()) if scraping else None
     try:
         t_start, tasks = time.monotonic(), []
@@ -123,7 +129,10 @@ async def paced(bench: Bench, worker: WorkerProcess, ids: list[str], scraping: b
             await side
         await api.close()
     latency = percentiles([found[m].at + 0.0005 - answered[m] for m in found])
+    async with aiohttp.ClientSession() as session:
+        loop_lag.append(worst_loop_lag((await scrape(session, worker.url))[1]))
     out = {"scraping": scraping, "accepted": len(answered), "delivered": len(found),
+           "worst_event_loop_lag_ms": round(max(loop_lag) * 1000, 1),
            "from_api_answer": latency}
     if scrape_s:
         out["scrape"] = percentiles(scrape_s)
@@ -145,6 +154,12 @@ async def settled(session: aiohttp.ClientSession, url: str, quiet: float = 3.0, 
         elif time.monotonic() - since >= quiet:
             return
         await asyncio.sleep(0.5)
+
+
+def worst_loop_lag(body: bytes) -> float:
+    """The worker's own figure: how late its event loop ran a timer, worst since the last scrape."""
+    return next(s.value for f in text_string_to_metric_families(body.decode()) for s in f.samples
+                if s.name == "webhook_dispatcher_event_loop_lag_seconds")
 
 
 def collector_alone(failing: int) -> dict[str, Any]:
@@ -205,6 +220,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 lat = run_["from_api_answer"]
                 progress(f"paced {sizes['rate']}/s, scraping every {sizes['every']} s: {scraping}: "
                          f"p50 {lat.get('p50_ms')} ms, p99 {lat.get('p99_ms')} ms"
+                         + f", worst event-loop lag {run_['worst_event_loop_lag_ms']} ms"
                          + (f", scrape p50 {run_['scrape']['p50_ms']} ms" if scraping else ""))
     finally:
         bench.stop()
