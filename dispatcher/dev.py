@@ -234,6 +234,8 @@ def banner(api: str, token: str, broker: EmbeddedBroker, settings: Settings) -> 
         "",
         f"  API          {api}    (OpenAPI: {api}/openapi.json)",
         f"  API token    {token}",
+        f"  console      {api}/ui/    (log in with the API token)",
+        f"  metrics      {api}/metrics{'    (with the metrics token)' if settings.metrics_token else ''}",
         f"  broker       {broker.host}:{broker.port}    (embedded, memory only: for DispatcherProducer)",
         f"  data dir     {settings.data_dir / 'dev'}    (wiped at every start)",
         f"  targets      loopback ({allowed}){'' if settings.require_https else ' and http://'} allowed;"

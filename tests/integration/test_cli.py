@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -54,6 +55,8 @@ async def test_dev_delivers_and_stops_its_children_on_ctrl_c(tmp_path: Path, rec
         assert token, banner
         assert f"export DISPATCHER_API_TOKEN={token.group(1)}" in banner
         assert f"http://127.0.0.1:{port}" in banner
+        assert re.search(rf"console\s+http://127\.0\.0\.1:{port}/ui/", banner), banner
+        assert re.search(rf"metrics\s+http://127\.0\.0\.1:{port}/metrics", banner), banner
         assert re.search(r"broker\s+127\.0\.0\.1:\d+", banner), banner
         # The banner is the last thing printed, and the libraries' start-up chatter is not there.
         assert banner.rstrip().endswith("=" * 78), banner
@@ -67,6 +70,10 @@ async def test_dev_delivers_and_stops_its_children_on_ctrl_c(tmp_path: Path, rec
             )
             assert status == 202
             await wait_until(lambda: len(receiver.deliveries) == 1, 30, "the delivery")
+            async with aiohttp.ClientSession() as session:
+                for path in ("/ui/login", "/metrics"):  # the banner's URLs answer
+                    async with session.get(f"http://127.0.0.1:{port}{path}") as resp:
+                        assert resp.status == 200, path
         finally:
             await api.close()
         assert receiver.deliveries[0].headers["webhook-event-type"] == "hello.world"
