@@ -92,6 +92,7 @@ def _receiver_commands(sub: Any) -> None:
     listing = _api(_parser(receivers, "list", "receivers in id order, every page"), run.list_receivers)
     for flag in ("--tenant", "--event-type", "--status"):
         listing.add_argument(flag)
+    listing.add_argument("--search", help="text the id or URL contains")
     listing.add_argument("--disabled", choices=["true", "false"])
     listing.add_argument("--page", type=argtype.positive, default=500, help="receivers per call")
     for action, command, text in (

@@ -102,7 +102,7 @@ async def list_receivers(client: DispatcherClient, args: argparse.Namespace) -> 
     while True:
         page = await client.list_receivers(
             tenant=args.tenant, event_type=args.event_type, status=args.status, disabled=disabled,
-            cursor=cursor, limit=args.page,
+            search=args.search, cursor=cursor, limit=args.page,
         )
         found += page["receivers"]
         cursor = page["next_cursor"]

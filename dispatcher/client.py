@@ -244,12 +244,16 @@ class DispatcherClient:
 
     async def list_receivers(
         self, *, tenant: str | None = None, event_type: str | None = None, status: str | None = None,
-        disabled: bool | None = None, cursor: str | None = None, limit: int = 100,
+        disabled: bool | None = None, search: str | None = None, cursor: str | None = None, limit: int = 100,
     ) -> dict[str, Any]:
-        """One page, in id order: `{"receivers": [...], "next_cursor"}` (None on the last page)."""
+        """One page, in id order: `{"receivers": [...], "next_cursor"}` (None on the last page).
+
+        `search`: text the id or URL contains; a page may come back short or empty while
+        `next_cursor` is not None (each worker reads a bounded number of receivers a page).
+        """
         flag = None if disabled is None else str(disabled).lower()
         return await self.request("GET", "/v1/receivers", tenant=tenant, event_type=event_type, status=status,
-                                  disabled=flag, cursor=cursor, limit=limit)
+                                  disabled=flag, search=search, cursor=cursor, limit=limit)
 
     async def get_receiver(self, receiver_id: str) -> dict[str, Any]:
         """The receiver's config (no secrets) with its delivery `state`."""

@@ -40,6 +40,10 @@ async def test_client_covers_a_receivers_life(worker: WorkerProcess) -> None:
             assert server.completed[1].msg_id == copy_id("ev-1", "client-r")
             listed = await api.list_receivers(tenant="acme", event_type="client.any")
             assert [r["id"] for r in listed["receivers"]] == ["client-r"] and listed["next_cursor"] is None
+            found = await api.list_receivers(search="client-r", limit=1000)
+            assert "client-r" in [r["id"] for r in found["receivers"]]
+            missing = await api.list_receivers(search="no-such-text-anywhere", limit=1000)
+            assert missing["receivers"] == []
             state = await api.receiver_state("client-r")
             assert (state["delivered_seq"], state["owner"]) == (2, worker.url)
             with pytest.raises(ApiError) as info:
@@ -142,6 +146,9 @@ async def test_cli_creates_sends_publishes_and_replays(worker: WorkerProcess) ->
         table = run.stdout.splitlines()
         assert table[0].split()[:3] == ["ID", "STATUS", "BACKLOG"]
         assert [row.split()[0] for row in table[1:]] == ["cli-r"], "only receivers that would get cli.z"
+        run = await asyncio.to_thread(cli, worker, "receivers", "list", "--search", "cli-r", "--json")
+        assert run.returncode == 0, run.stderr
+        assert [r["id"] for r in orjson.loads(run.stdout)["receivers"]] == ["cli-r"]
 
         run = await asyncio.to_thread(cli, worker, "send", "cli-r", "cli.x", "{not json")
         assert run.returncode == 2 and "argument payload: not JSON" in run.stderr
