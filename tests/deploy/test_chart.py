@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import ipaddress
 from typing import Any
 
@@ -17,7 +18,7 @@ import yaml
 from dispatcher.domain.addresses import DENY_TABLE
 from dispatcher.settings import Settings
 from dispatcher.topology import broker_credentials
-from tests.deploy.chart import CHART, KUBE_VERSION, NAMESPACE, ROOT, Render, render, with_broker
+from tests.deploy.chart import CHART, KUBE_VERSION, NAMESPACE, RELEASE, ROOT, Render, render, with_broker
 
 # The value sets the issue names, plus the ones a platform team reaches for first.
 VALUE_SETS: dict[str, dict[str, Any]] = {
@@ -32,7 +33,12 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "network policy on": {"networkPolicy": {
         "enabled": True, "allowedCidrs": ["10.20.0.0/16"],
         "kafkaTo": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kafka"}}}],
-        "apiFrom": [{"namespaceSelector": {"matchLabels": {"team": "payments"}}}]}},
+        "apiFrom": [{"namespaceSelector": {"matchLabels": {"team": "payments"}}}],
+        "metricsFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+        "otlpTo": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
+                    "podSelector": {"matchLabels": {"app": "otel-collector"}}}]}},
+    "network policy minimal": {"networkPolicy": {
+        "enabled": True, "kafkaTo": [{"ipBlock": {"cidr": "10.40.0.0/24"}}]}},
     "5 replicas": {"replicaCount": 5, "kafka": {"partitions": 40}},
     "no persistence": {"persistence": {"enabled": False}, "podDisruptionBudget": {"enabled": False},
                        "preStopSleepSeconds": 0, "image": {"digest": "sha256:" + "a" * 64}},
@@ -353,3 +359,89 @@ def test_the_kafka_password_comes_from_a_secret(renders: dict[str, Render]) -> N
         "valueFrom": {"secretKeyRef": {"name": "kafka-user", "key": "password"}}}
     assert env["DISPATCHER_KAFKA_SECURITY_PROTOCOL"]["value"] == "SASL_SSL"
     assert "DISPATCHER_KAFKA_SASL_PASSWORD" not in renders["defaults"].env()
+
+
+def rendered_secret_text(values: dict[str, Any]) -> tuple[str, str]:
+    """secret.yaml as rendered and the pod template's checksum/secret, from one render."""
+    with helm.Chart.load(CHART) as chart:
+        out = chart.render(with_broker(values), name=RELEASE, namespace=NAMESPACE, is_install=True)
+    secret = next(text for path, text in out.items() if path.endswith("templates/secret.yaml"))
+    statefulset = next(yaml.safe_load(text) for path, text in out.items() if path.endswith("statefulset.yaml"))
+    return secret, statefulset["spec"]["template"]["metadata"]["annotations"]["checksum/secret"]
+
+
+def test_a_changed_token_rolls_every_worker_together(renders: dict[str, Render]) -> None:
+    # The checksum is of the very Secret the chart renders, generated token included (one per render).
+    for values in ({}, {"auth": {"metricsTokenKey": "metrics-token"}}, {"auth": {"apiToken": "t-1"}}):
+        secret, checksum = rendered_secret_text(values)
+        assert checksum == hashlib.sha256(secret.encode()).hexdigest(), values
+    # With the user's own Secret the chart cannot know its content: no annotation.
+    annotations = renders["existing secret"].statefulset["spec"]["template"]["metadata"].get("annotations", {})
+    assert "checksum/secret" not in annotations
+    # The same token, the same pods; another token (given or a new generated one), a rollout.
+    assert rendered_secret_text({"auth": {"apiToken": "t-1"}})[1] == rendered_secret_text({"auth": {"apiToken": "t-1"}})[1]
+    assert rendered_secret_text({"auth": {"apiToken": "t-1"}})[1] != rendered_secret_text({"auth": {"apiToken": "t-2"}})[1]
+    assert rendered_secret_text({})[1] != rendered_secret_text({})[1]
+    # podAnnotations still come through beside it.
+    pod = render({"podAnnotations": {"team": "hooks"}}).statefulset["spec"]["template"]["metadata"]
+    assert pod["annotations"]["team"] == "hooks" and "checksum/secret" in pod["annotations"]
+
+
+def test_notes_warn_gitops_users_of_a_generated_token() -> None:
+    warning = "helm template, ArgoCD, Flux"
+    assert warning in render().notes and "auth.existingSecret" in render().notes
+    assert warning in render({"auth": {"apiToken": "t", "metricsTokenKey": "m"}}).notes  # metrics generated
+    assert warning not in render({"auth": {"apiToken": "t"}}).notes
+    assert warning not in render({"auth": {"existingSecret": "mine"}}).notes
+    docs = {path: path.read_text() for path in (CHART / "README.md", CHART / "values.yaml", ROOT / "docs" / "deploy.md")}
+    for path, text in docs.items():
+        flat = " ".join(text.split())
+        assert all(tool in flat for tool in ("helm template", "ArgoCD", "Flux", "existingSecret")), path
+
+
+def test_every_egress_rule_names_its_peers(renders: dict[str, Render]) -> None:
+    for name in ("network policy on", "network policy minimal"):
+        policy = renders[name].one("NetworkPolicy")
+        egress = policy["spec"]["egress"]
+        for rule in egress:
+            assert rule.get("to"), (name, rule)  # no rule open to every address on some port
+            for peer in rule["to"]:
+                if "ipBlock" in peer and ipaddress.ip_network(peer["ipBlock"]["cidr"]).prefixlen == 0:
+                    # The internet rule alone: no ports limit, every private range excepted.
+                    assert "ports" not in rule and peer["ipBlock"]["except"], (name, rule)
+                    excepted = [ipaddress.ip_network(n) for n in peer["ipBlock"]["except"]]
+                    for private in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"):
+                        net = ipaddress.ip_network(private)
+                        assert any(net.version == e.version and net.subnet_of(e) for e in excepted  # type: ignore[arg-type]
+                                   ) or net.version != ipaddress.ip_network(peer["ipBlock"]["cidr"]).version
+        by_port = {tuple(sorted(str(p["port"]) for p in rule.get("ports", []))): rule["to"] for rule in egress}
+        # DNS: the cluster's DNS pods unless dnsTo says otherwise; Kafka: the given brokers.
+        assert by_port[("53", "53")] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                                         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+        assert by_port[("9092",)] == VALUE_SETS[name]["networkPolicy"]["kafkaTo"]
+    # A trace collector by name, on the OTLP ports; none without otlpTo.
+    on = renders["network policy on"].one("NetworkPolicy")["spec"]["egress"]
+    assert {"to": VALUE_SETS["network policy on"]["networkPolicy"]["otlpTo"],
+            "ports": [{"port": 4317, "protocol": "TCP"}, {"port": 4318, "protocol": "TCP"}]} in on
+    minimal = renders["network policy minimal"].one("NetworkPolicy")["spec"]["egress"]
+    assert not any(p["port"] in (4317, 4318) for rule in minimal for p in rule.get("ports", []))
+    dns = [{"ipBlock": {"cidr": "169.254.20.10/32"}}]
+    custom = render({"networkPolicy": {"enabled": True, "kafkaTo": [{"podSelector": {}}], "dnsTo": dns}})
+    assert any(rule["to"] == dns for rule in custom.one("NetworkPolicy")["spec"]["egress"])
+
+
+def test_the_network_policy_needs_the_brokers() -> None:
+    with helm.Chart.load(CHART) as chart, pytest.raises(helm.HelmError, match=r"networkPolicy\.kafkaTo is required"):
+        chart.render(with_broker({"networkPolicy": {"enabled": True}}), name="x", namespace=NAMESPACE)
+
+
+def test_prometheus_may_scrape_when_the_api_is_closed(renders: dict[str, Render]) -> None:
+    on = VALUE_SETS["network policy on"]["networkPolicy"]
+    ingress = renders["network policy on"].one("NetworkPolicy")["spec"]["ingress"]
+    assert {"from": on["metricsFrom"], "ports": [{"port": "http", "protocol": "TCP"}]} in ingress
+    # Without apiFrom the port is open to all anyway: no extra rule. With apiFrom alone, NOTES say so.
+    assert len(renders["network policy minimal"].one("NetworkPolicy")["spec"]["ingress"]) == 2
+    closed = render({"networkPolicy": {"enabled": True, "kafkaTo": [{"podSelector": {}}], "apiFrom": [{"podSelector": {}}]}})
+    assert "list Prometheus there or in networkPolicy.metricsFrom" in closed.notes
+    assert "list Prometheus" not in renders["network policy on"].notes
+    assert "peers named in networkPolicy" in renders["network policy on"].notes

@@ -63,3 +63,13 @@ app.kubernetes.io/component: worker
 {{- define "webhook-dispatcher.advertisedUrl" -}}
 {{- printf "http://$(POD_NAME).%s.%s.svc.%s:%d" (include "webhook-dispatcher.headless" .) .Release.Namespace .Values.clusterDomain (int .Values.service.port) }}
 {{- end }}
+
+{{/*
+A random token, generated once per render: the Secret and the pod template's checksum/secret
+(which renders secret.yaml again) must see the same one. Memoized in the shared .Values.
+*/}}
+{{- define "webhook-dispatcher.generatedToken" -}}
+{{- $memo := printf "_generated_%s" .key -}}
+{{- if not (hasKey .root.Values.auth $memo) }}{{ $_ := set .root.Values.auth $memo (randAlphaNum 40) }}{{ end -}}
+{{- get .root.Values.auth $memo -}}
+{{- end }}
