@@ -73,7 +73,7 @@ def pages() -> dict[str, dict[str, Any]]:
                                "reason": "max_attempts", "detail": HOSTILE, "at": NOW},
                          "payload": HOSTILE, "entry": {"type": HOSTILE, "accepted_at": NOW},
                          "timeline": [attempt(1, False), attempt(2, True)]},
-        "events.html": {"rid": "rcv_1", "after": 0, "q": HOSTILE, "found": {
+        "events.html": {"rid": "rcv_1", "after": 0, "q": HOSTILE, "stopped": 0, "found": {
             "events": [{"seq": 1, "id": "msg_1", "type": HOSTILE, "timestamp": "2026-01-01T00:00:00Z",
                         "status": "delivered", "data_json": HOSTILE}],
             "next_after_seq": 1, "retained_seconds": 86400}},
@@ -126,3 +126,8 @@ def test_the_receiver_page_shows_no_secret(env: Environment) -> None:
     view = receiver_view()
     html = env.get_template("receiver.html").render({**COMMON, **pages()["receiver.html"], "r": view})
     assert "whsec_" not in html and "secret\"" not in html.lower()
+
+
+def test_the_receiver_page_says_custom_header_values_are_shown(env: Environment) -> None:
+    html = env.get_template("receiver.html").render({**COMMON, **pages()["receiver.html"]})
+    assert "(no secrets)" not in html and "custom header values are shown as configured" in html

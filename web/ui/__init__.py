@@ -5,6 +5,7 @@ Every worker serves it; a receiver's pages are answered by its owner (`guard.pag
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import aiohttp_jinja2
@@ -38,6 +39,8 @@ def setup_ui(app: web.Application) -> None:
     static files from the package."""
     app[aiohttp_jinja2.APP_KEY] = environment()
     app[UI_THROTTLE] = LoginThrottle()
+    app[tools.TAIL_STOP] = asyncio.Event()
+    app.on_shutdown.append(tools.end_tails)
     app.on_response_prepare.append(security_headers)
     add = app.router
     add.add_get("/ui", _to_overview)

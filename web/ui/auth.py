@@ -22,25 +22,34 @@ def _login_page(request: web.Request, status: int, error: str, next_path: str = 
 
 
 async def login(request: web.Request) -> web.StreamResponse:
-    """A good token sets the session cookie; bad ones from one address are slowed down."""
+    """A good token always sets the session cookie; bad ones from one address are slowed down."""
     keys, throttle = session_keys(request), request.app[UI_THROTTLE]
     form = await request.post()
     next_path = str(form.get("next", "/ui/"))
     address = request.remote or "?"
-    wait = throttle.wait_for(address)
-    if wait > 0:
-        why = f"Too many failed logins: wait {wait:.0f} s and try again."
-        return _login_page(request, 429, why, next_path)
     if not keys.token_ok(str(form.get("token", "")), request.app[ENGINE].settings.api_token):
+        # Only wrong tokens are slowed: behind an ingress many users share one address, and a
+        # stranger's bad guesses must not lock out whoever holds the token.
+        wait = throttle.wait_for(address)
+        if wait > 0:
+            why = f"Too many failed logins: wait {wait:.0f} s and try again."
+            return _login_page(request, 429, why, next_path)
         throttle.failed(address)
         return _login_page(request, 401, "That is not the API token.", next_path)
     throttle.succeeded(address)
     response = see_other(safe_next(next_path))
     response.set_cookie(
         COOKIE, keys.issue(), max_age=int(keys.ttl), path="/ui", httponly=True, samesite="Strict",
-        secure=request.secure,
+        secure=secure_request(request),
     )
     return response
+
+
+def secure_request(request: web.Request) -> bool:
+    """HTTPS here, or at a TLS-terminating proxy in front (`X-Forwarded-Proto: https`). Trusting the
+    header is harmless: a Secure cookie is only ever sent over HTTPS, never anywhere else."""
+    forwarded = request.headers.get("X-Forwarded-Proto", "").split(",")[0].strip().lower()
+    return request.secure or forwarded == "https"
 
 
 async def logout(ui: Ui) -> web.StreamResponse:

@@ -3,6 +3,7 @@ POST, the owner answering per-receiver pages, errors as HTML, and strict headers
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,29 @@ class Ui:
         """A form field (POST) or query parameter (GET), stripped."""
         source = self.form if self.request.method == "POST" else self.request.query
         return source.get(name, default).strip()
+
+
+MAX_INT = 2**62  # above any seq or count the console handles
+
+
+def number_field(text: str, field: str, *, integer: bool = False, maximum: float = MAX_INT) -> float:
+    """Every numeric form or query field of the console: a finite number from 0 to `maximum` (a whole
+    one if `integer`), or a 400 naming the field (never `inf`/`nan` reaching `int()`)."""
+    try:
+        value = float(text)
+    except (ValueError, OverflowError):
+        raise InvalidInput(field, "must be a number", status=400) from None
+    if not math.isfinite(value):
+        raise InvalidInput(field, "must be a finite number", status=400)
+    if integer and not value.is_integer():
+        raise InvalidInput(field, "must be a whole number", status=400)
+    if not 0 <= value <= maximum:
+        raise InvalidInput(field, f"must be from 0 to {maximum:.0f}", status=400)
+    return value
+
+
+def int_field(text: str, field: str, maximum: int = MAX_INT) -> int:
+    return int(number_field(text, field, integer=True, maximum=maximum))
 
 
 PageHandler = Callable[[Ui], Awaitable[web.StreamResponse]]

@@ -3,6 +3,7 @@ the function its API call uses."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -27,11 +28,12 @@ from ..receiver_ops import (
 )
 from ..receiver_security import rotate_with, verify_again
 from .charts import sparkline
-from .guard import Ui, see_other
+from .guard import Ui, int_field, number_field, see_other
 
 ATTEMPTS_SHOWN = 50
 EVENTS_PAGE = 50
 SEARCH_READ = 1000  # messages a payload search reads for one page
+SEARCH_BYTES = 8 * 2**20  # payload JSON a search examines for one page; then it stops with a cursor
 LETTERS_SHOWN = 100
 NOTICES = {  # what `?done=` may say after an action (never text from the request)
     "pause": "Paused: new messages are held until you resume.",
@@ -66,9 +68,8 @@ def _outcome_of(query: Any) -> dict[str, Any]:
     if done == "sent":
         return {"sent": {"id": check_id(query.get("message_id", ""), "message_id")}}
     if done == "replayed":
-        counts = [query.get(k, "0") for k in ("count", "skipped")]
-        if all(c.isdigit() for c in counts):
-            return {"replayed": {"replayed": int(counts[0]), "skipped": int(counts[1])}}
+        return {"replayed": {"replayed": int_field(query.get("count", "0"), "count"),
+                             "skipped": int_field(query.get("skipped", "0"), "skipped")}}
     return {}
 
 
@@ -101,7 +102,7 @@ async def rotate(ui: Ui) -> web.StreamResponse:
     config = receiver_here(ui.engine, _rid(ui)).config
     body: dict[str, Any] = {}
     if ui.field("grace_seconds"):
-        body["grace_seconds"] = _number(ui.field("grace_seconds"), "grace_seconds")
+        body["grace_seconds"] = number_field(ui.field("grace_seconds"), "grace_seconds")
     answer = await rotate_with(ui.engine, config, body)
     return ui.render("secret.html", r=answer, secret=answer.get("secret") or answer.get("public_key", ""))
 
@@ -123,8 +124,8 @@ async def replay(ui: Ui) -> web.StreamResponse:
     body: dict[str, Any] = {}
     which = ui.field("which", "all")
     if which == "range":
-        body = {"from_seq": _number(ui.field("from_seq"), "from_seq"),
-                "to_seq": _number(ui.field("to_seq"), "to_seq")}
+        body = {"from_seq": int_field(ui.field("from_seq"), "from_seq"),
+                "to_seq": int_field(ui.field("to_seq"), "to_seq")}
     elif which == "since":
         body = {"since": _since(ui.field("since"))}
     rid = receiver_here(ui.engine, _rid(ui)).receiver_id
@@ -156,33 +157,37 @@ async def message(ui: Ui) -> web.StreamResponse:
 
 async def events(ui: Ui) -> web.StreamResponse:
     """The catch-up browser: messages after a seq, a page at a time; `q` keeps those whose type or
-    payload holds the text (any case), reading at most `SEARCH_READ` messages a page."""
-    after = int(_number(ui.field("after_seq") or "0", "after_seq"))
+    payload holds the text (any case), reading at most `SEARCH_READ` messages and `SEARCH_BYTES` of
+    payload JSON a page (then the page says where it stopped and links on), yielding between pages."""
+    after = int_field(ui.field("after_seq") or "0", "after_seq")
     text = ui.field("q")[:200]
     rid = receiver_here(ui.engine, _rid(ui)).receiver_id
     shown: list[dict[str, Any]] = []
+    examined, read_bytes, stopped = 0, 0, 0
     found = events_view(ui.engine, rid, after, EVENTS_PAGE)
-    for _ in range(SEARCH_READ // EVENTS_PAGE):
+    next_after = found["next_after_seq"]
+    for page_no in range(SEARCH_READ // EVENTS_PAGE):
+        if page_no:
+            await asyncio.sleep(0)  # a long search must not hold the event loop
+            found = events_view(ui.engine, rid, next_after, EVENTS_PAGE)
+            next_after = found["next_after_seq"]
         for event in found["events"]:
-            event["data_json"] = orjson.dumps(event["data"]).decode()
+            raw = orjson.dumps(event["data"])
+            event["data_json"] = raw.decode()
+            examined += 1
+            read_bytes += len(raw)
             if not text or text.lower() in (event["type"] + event["data_json"]).lower():
                 shown.append(event)
-        if not text or len(shown) >= EVENTS_PAGE or found["next_after_seq"] is None:
+            if text and read_bytes >= SEARCH_BYTES and event is not found["events"][-1]:
+                stopped, next_after = examined, event["seq"]  # go on from here
+                break
+        if stopped or not text or len(shown) >= EVENTS_PAGE or next_after is None:
             break
-        found = events_view(ui.engine, rid, found["next_after_seq"], EVENTS_PAGE)
-    next_after = found["next_after_seq"]
+        if read_bytes >= SEARCH_BYTES:
+            stopped = examined
+            break
     return ui.render("events.html", rid=rid, found={**found, "events": shown, "next_after_seq": next_after},
-                     after=after, q=text)
-
-
-def _number(text: str, field: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise InvalidInput(field, "must be a number") from None
-    if value < 0 or value != value:
-        raise InvalidInput(field, "must be a non-negative number")
-    return value
+                     after=after, q=text, stopped=stopped)
 
 
 def _since(text: str) -> float:
@@ -190,4 +195,4 @@ def _since(text: str) -> float:
     try:
         return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
     except ValueError:
-        return _number(text, "since")
+        return number_field(text, "since")

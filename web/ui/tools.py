@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import orjson
@@ -15,6 +17,14 @@ from ..api import publish_event
 from .guard import Ui, see_other
 
 TAIL_WAIT = 15.0  # s between keep-alive comments while nothing happens
+TAIL_LIFETIME = 3600.0  # s one stream lasts at most (the browser's EventSource reconnects by itself)
+# Set when the app shuts down: every open tail ends at once (an open tab must not hold the worker up).
+TAIL_STOP: web.AppKey[asyncio.Event] = web.AppKey("ui_tail_stop", asyncio.Event)
+
+
+async def end_tails(app: web.Application) -> None:
+    """`on_shutdown`: wake and end every open tail stream now, not after its keep-alive wait."""
+    app[TAIL_STOP].set()
 
 
 async def lookup(ui: Ui) -> web.StreamResponse:
@@ -57,14 +67,30 @@ async def tail_stream(ui: Ui) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"})
     await response.prepare(ui.request)
     after, _ = await ui.engine.attempts_since(2**62, 0)  # from now on
-    while ui.request.transport is not None and not ui.request.transport.is_closing():  # till the tab goes
-        after, found = await ui.engine.attempts_since(after, TAIL_WAIT)
-        lines = [f"data: {orjson.dumps(_row(a)).decode()}\n\n" for a in found
-                 if not only or a["receiver_id"] == only]
-        try:
-            await response.write("".join(lines).encode() if lines else b": keep-alive\n\n")
-        except ConnectionError:
-            break
+    stop = ui.request.app[TAIL_STOP]
+    ends = time.monotonic() + TAIL_LIFETIME
+    stopped = asyncio.ensure_future(stop.wait())
+    waiting: asyncio.Future[tuple[int, list[dict[str, Any]]]] | None = None
+    try:
+        while ui.request.transport is not None and not ui.request.transport.is_closing():  # till the tab goes
+            left = ends - time.monotonic()
+            if stop.is_set() or left <= 0:
+                break
+            waiting = asyncio.ensure_future(ui.engine.attempts_since(after, min(TAIL_WAIT, left)))
+            await asyncio.wait((waiting, stopped), return_when=asyncio.FIRST_COMPLETED)
+            if not waiting.done():  # shutting down
+                break
+            after, found = waiting.result()
+            lines = [f"data: {orjson.dumps(_row(a)).decode()}\n\n" for a in found
+                     if not only or a["receiver_id"] == only]
+            try:
+                await response.write("".join(lines).encode() if lines else b": keep-alive\n\n")
+            except ConnectionError:
+                break
+    finally:
+        stopped.cancel()
+        if waiting is not None:
+            waiting.cancel()
     return response
 
 
