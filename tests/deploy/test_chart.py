@@ -34,7 +34,9 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "enabled": True, "allowedCidrs": ["10.20.0.0/16"],
         "kafkaTo": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kafka"}}}],
         "apiFrom": [{"namespaceSelector": {"matchLabels": {"team": "payments"}}}],
-        "metricsFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+        "metricsFrom": [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}},
+        ],
         "otlpTo": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
                     "podSelector": {"matchLabels": {"app": "otel-collector"}}}]}},
     "network policy minimal": {"networkPolicy": {
@@ -366,7 +368,9 @@ def rendered_secret_text(values: dict[str, Any]) -> tuple[str, str]:
     with helm.Chart.load(CHART) as chart:
         out = chart.render(with_broker(values), name=RELEASE, namespace=NAMESPACE, is_install=True)
     secret = next(text for path, text in out.items() if path.endswith("templates/secret.yaml"))
-    statefulset = next(yaml.safe_load(text) for path, text in out.items() if path.endswith("statefulset.yaml"))
+    statefulset = next(
+        yaml.safe_load(text) for path, text in out.items() if path.endswith("statefulset.yaml")
+    )
     return secret, statefulset["spec"]["template"]["metadata"]["annotations"]["checksum/secret"]
 
 
@@ -376,11 +380,15 @@ def test_a_changed_token_rolls_every_worker_together(renders: dict[str, Render])
         secret, checksum = rendered_secret_text(values)
         assert checksum == hashlib.sha256(secret.encode()).hexdigest(), values
     # With the user's own Secret the chart cannot know its content: no annotation.
-    annotations = renders["existing secret"].statefulset["spec"]["template"]["metadata"].get("annotations", {})
+    template = renders["existing secret"].statefulset["spec"]["template"]
+    annotations = template["metadata"].get("annotations", {})
     assert "checksum/secret" not in annotations
     # The same token, the same pods; another token (given or a new generated one), a rollout.
-    assert rendered_secret_text({"auth": {"apiToken": "t-1"}})[1] == rendered_secret_text({"auth": {"apiToken": "t-1"}})[1]
-    assert rendered_secret_text({"auth": {"apiToken": "t-1"}})[1] != rendered_secret_text({"auth": {"apiToken": "t-2"}})[1]
+    def checksum(token: str) -> str:
+        return rendered_secret_text({"auth": {"apiToken": token}})[1]
+
+    assert checksum("t-1") == checksum("t-1")
+    assert checksum("t-1") != checksum("t-2")
     assert rendered_secret_text({})[1] != rendered_secret_text({})[1]
     # podAnnotations still come through beside it.
     pod = render({"podAnnotations": {"team": "hooks"}}).statefulset["spec"]["template"]["metadata"]
@@ -393,7 +401,8 @@ def test_notes_warn_gitops_users_of_a_generated_token() -> None:
     assert warning in render({"auth": {"apiToken": "t", "metricsTokenKey": "m"}}).notes  # metrics generated
     assert warning not in render({"auth": {"apiToken": "t"}}).notes
     assert warning not in render({"auth": {"existingSecret": "mine"}}).notes
-    docs = {path: path.read_text() for path in (CHART / "README.md", CHART / "values.yaml", ROOT / "docs" / "deploy.md")}
+    paths = (CHART / "README.md", CHART / "values.yaml", ROOT / "docs" / "deploy.md")
+    docs = {path: path.read_text() for path in paths}
     for path, text in docs.items():
         flat = " ".join(text.split())
         assert all(tool in flat for tool in ("helm template", "ArgoCD", "Flux", "existingSecret")), path
@@ -412,12 +421,18 @@ def test_every_egress_rule_names_its_peers(renders: dict[str, Render]) -> None:
                     excepted = [ipaddress.ip_network(n) for n in peer["ipBlock"]["except"]]
                     for private in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"):
                         net = ipaddress.ip_network(private)
-                        assert any(net.version == e.version and net.subnet_of(e) for e in excepted  # type: ignore[arg-type]
-                                   ) or net.version != ipaddress.ip_network(peer["ipBlock"]["cidr"]).version
-        by_port = {tuple(sorted(str(p["port"]) for p in rule.get("ports", []))): rule["to"] for rule in egress}
+                        covered = any(
+                            net.version == e.version and net.subnet_of(e)  # type: ignore[arg-type]
+                            for e in excepted
+                        )
+                        assert covered or net.version != ipaddress.ip_network(peer["ipBlock"]["cidr"]).version
+        by_port = {
+            tuple(sorted(str(p["port"]) for p in rule.get("ports", []))): rule["to"] for rule in egress
+        }
         # DNS: the cluster's DNS pods unless dnsTo says otherwise; Kafka: the given brokers.
-        assert by_port[("53", "53")] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                                         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+        kube_dns = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+        assert by_port[("53", "53")] == [kube_dns]
         assert by_port[("9092",)] == VALUE_SETS[name]["networkPolicy"]["kafkaTo"]
     # A trace collector by name, on the OTLP ports; none without otlpTo.
     on = renders["network policy on"].one("NetworkPolicy")["spec"]["egress"]
@@ -431,7 +446,8 @@ def test_every_egress_rule_names_its_peers(renders: dict[str, Render]) -> None:
 
 
 def test_the_network_policy_needs_the_brokers() -> None:
-    with helm.Chart.load(CHART) as chart, pytest.raises(helm.HelmError, match=r"networkPolicy\.kafkaTo is required"):
+    refused = pytest.raises(helm.HelmError, match=r"networkPolicy\.kafkaTo is required")
+    with helm.Chart.load(CHART) as chart, refused:
         chart.render(with_broker({"networkPolicy": {"enabled": True}}), name="x", namespace=NAMESPACE)
 
 
@@ -441,7 +457,9 @@ def test_prometheus_may_scrape_when_the_api_is_closed(renders: dict[str, Render]
     assert {"from": on["metricsFrom"], "ports": [{"port": "http", "protocol": "TCP"}]} in ingress
     # Without apiFrom the port is open to all anyway: no extra rule. With apiFrom alone, NOTES say so.
     assert len(renders["network policy minimal"].one("NetworkPolicy")["spec"]["ingress"]) == 2
-    closed = render({"networkPolicy": {"enabled": True, "kafkaTo": [{"podSelector": {}}], "apiFrom": [{"podSelector": {}}]}})
+    closed = render({"networkPolicy": {
+        "enabled": True, "kafkaTo": [{"podSelector": {}}], "apiFrom": [{"podSelector": {}}],
+    }})
     assert "list Prometheus there or in networkPolicy.metricsFrom" in closed.notes
     assert "list Prometheus" not in renders["network policy on"].notes
     assert "peers named in networkPolicy" in renders["network policy on"].notes
