@@ -32,5 +32,14 @@ def worker_loop() -> str:
 
 
 def run_on(loop: str, main: Coroutine[Any, Any, T]) -> T:
-    with asyncio.Runner(loop_factory=lambda: new_event_loop(loop)) as runner:
-        return runner.run(main)
+    """Run `main` on a new loop of that kind; the process's event-loop policy is put back after.
+
+    `new_event_loop` makes uvloop's the policy (right for a worker process); a bench run inside
+    the test suite must not leave it behind: asyncio's subprocesses (Playwright's) need the default.
+    """
+    policy = asyncio.get_event_loop_policy()
+    try:
+        with asyncio.Runner(loop_factory=lambda: new_event_loop(loop)) as runner:
+            return runner.run(main)
+    finally:
+        asyncio.set_event_loop_policy(policy)

@@ -11,7 +11,10 @@ from bench import dead_letter_expiry, engine, http_clients, isolation, suite
 
 
 async def test_isolation_bench_runs_and_saves_its_figures(tmp_path: Path) -> None:
+    policy = asyncio.get_event_loop_policy()
     result = await asyncio.to_thread(isolation.main, ["--quick", "--out", str(tmp_path)])
+    # The bench's uvloop policy is put back: later tests' subprocesses (Playwright's) need asyncio's.
+    assert asyncio.get_event_loop_policy() is policy
     [saved] = tmp_path.glob("isolation-*.json")
     assert orjson.loads(saved.read_bytes())["fast_alone"]["n"] == result["fast_alone"]["n"] > 0
     assert result["fast_with_bad"]["n"] > 0 and result["bad_receivers"] == 2
