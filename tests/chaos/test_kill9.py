@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from dataclasses import dataclass
 
 import aiohttp
 import pytest
@@ -69,6 +70,45 @@ async def report_missing(worker: WorkerProcess, load: Load, delivered: set[str])
         await api.close()
 
 
+@dataclass(frozen=True)
+class Audit:
+    lost: set[str]
+    out_of_order: int  # receivers whose first copies are not seqs 1..n in order
+    reused: int  # seqs given to more than one message id
+    duplicates: int  # requests beyond each message's first copy
+
+
+async def audit(recv: Receiver, names: list[str], load: Load, worker: WorkerProcess, limit: float) -> Audit:
+    """Wait (at most `limit` s) for every accepted message, then count what the receivers saw.
+
+    A duplicate that changed its seq fails at once: a message keeps its seq on every copy.
+    """
+
+    def delivered_ids() -> set[str]:
+        return {d.msg_id for d in recv.completed}
+
+    try:
+        await wait_until(lambda: set(load.accepted) <= delivered_ids(), limit, "every accepted message")
+    except AssertionError:
+        await report_missing(worker, load, delivered_ids())
+        raise
+    out_of_order = reused = 0
+    for name in names:
+        mine = recv.by_path(name)
+        ids_of_seq: dict[int, set[str]] = {}
+        for d in mine:
+            ids_of_seq.setdefault(d.seq, set()).add(d.msg_id)
+        reused += sum(1 for ids in ids_of_seq.values() if len(ids) > 1)  # one seq, several messages
+        firsts = first_copies(mine)
+        if [d.seq for d in firsts] != list(range(1, len(firsts) + 1)):
+            out_of_order += 1
+        seq_of = {d.msg_id: d.seq for d in firsts}
+        changed = [(d.msg_id, seq_of[d.msg_id], d.seq, d.at) for d in mine if seq_of[d.msg_id] != d.seq]
+        assert changed == [], f"a duplicate changed its seq (id, first seq, seq, at) for {name}"
+    duplicates = len(recv.deliveries) - len(first_copies(recv.deliveries))
+    return Audit(set(load.accepted) - delivered_ids(), out_of_order, reused, duplicates)
+
+
 @pytest.mark.parametrize("workarounds", ["embedded", "off"])
 async def test_kill9_five_times_loses_nothing_and_keeps_order(make_worker, workarounds: str) -> None:
     """With the embedded broker's settings group (`dev`'s), and without it, as on Kafka: the
@@ -105,29 +145,8 @@ async def test_kill9_five_times_loses_nothing_and_keeps_order(make_worker, worka
         stop.set()
         await sender
 
-    def delivered_ids() -> set[str]:
-        return {d.msg_id for d in recv.completed}
-
-    try:
-        await wait_until(lambda: set(load.accepted) <= delivered_ids(), 180, "every accepted message")
-    except AssertionError:
-        await report_missing(workers[0], load, delivered_ids())
-        raise
-    lost = set(load.accepted) - delivered_ids()
-    duplicates = len(recv.deliveries) - len(first_copies(recv.deliveries))
-    out_of_order = reused = 0
-    for name in names:
-        mine = recv.by_path(name)
-        ids_of_seq: dict[int, set[str]] = {}
-        for d in mine:
-            ids_of_seq.setdefault(d.seq, set()).add(d.msg_id)
-        reused += sum(1 for ids in ids_of_seq.values() if len(ids) > 1)  # one seq, several messages
-        firsts = first_copies(mine)
-        if [d.seq for d in firsts] != list(range(1, len(firsts) + 1)):
-            out_of_order += 1
-        seq_of = {d.msg_id: d.seq for d in firsts}
-        changed = [(d.msg_id, seq_of[d.msg_id], d.seq, d.at) for d in mine if seq_of[d.msg_id] != d.seq]
-        assert changed == [], f"a duplicate changed its seq (id, first seq, seq, at) for {name}"
+    seen = await audit(recv, names, load, workers[0], 180)
+    lost, out_of_order, reused, duplicates = seen.lost, seen.out_of_order, seen.reused, seen.duplicates
     print(
         f"\nkill -9 x{KILLS}: accepted={len(load.accepted)} refused_batches={load.refused} "
         f"lost={len(lost)} out_of_order={out_of_order} seqs_reused={reused} duplicates={duplicates} "

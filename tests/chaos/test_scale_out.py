@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.chaos.test_kill9 import Load, report_missing
-from tests.harness import Api, Delivery, Receiver, WorkerProcess, first_copies, wait_until, wait_until_read
+from tests.chaos.test_kill9 import Load, audit
+from tests.harness import Api, Delivery, Receiver, WorkerProcess, first_copies, wait_until_read
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -149,26 +149,8 @@ async def test_scale_out_rolling_restart_and_lost_volume(make_worker: Callable[.
         stop.set()
         await sender
 
-    def delivered_ids() -> set[str]:
-        return {d.msg_id for d in recv.completed}
-
-    try:
-        await wait_until(lambda: set(load.accepted) <= delivered_ids(), 120, "every accepted message")
-    except AssertionError:
-        await report_missing(live[0], load, delivered_ids())
-        raise
-    lost = set(load.accepted) - delivered_ids()
-    out_of_order = reused = 0
-    for name in names:
-        mine = recv.by_path(name)
-        ids_of_seq: dict[int, set[str]] = {}
-        for d in mine:
-            ids_of_seq.setdefault(d.seq, set()).add(d.msg_id)
-        reused += sum(1 for ids in ids_of_seq.values() if len(ids) > 1)
-        firsts = first_copies(mine)
-        if [d.seq for d in firsts] != list(range(1, len(firsts) + 1)):
-            out_of_order += 1
-    duplicates = len(recv.deliveries) - len(first_copies(recv.deliveries))
+    seen = await audit(recv, names, load, live[0], 120)
+    lost, out_of_order, reused, duplicates = seen.lost, seen.out_of_order, seen.reused, seen.duplicates
     print(
         f"scale-out chaos (static membership: {STATIC}): accepted={len(load.accepted)} "
         f"refused_batches={load.refused} lost={len(lost)} "

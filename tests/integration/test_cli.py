@@ -44,11 +44,7 @@ async def _read_banner(proc: subprocess.Popen[bytes], limit: float = 120) -> str
 async def test_dev_delivers_and_stops_its_children_on_ctrl_c(tmp_path: Path, receiver: Receiver) -> None:
     """Ctrl-C reaches the terminal's whole foreground group: `dev` must stop its children in order."""
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dispatcher", "dev"], env=_dev_env(tmp_path, port),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        start_new_session=True,  # its own process group, as a shell gives a foreground job
-    )
+    proc = _start_dev(_dev_env(tmp_path, port))
     try:
         banner = await _read_banner(proc)
         token = re.search(r"API token\s+(\S+)", banner)
@@ -88,8 +84,7 @@ async def test_dev_delivers_and_stops_its_children_on_ctrl_c(tmp_path: Path, rec
         os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C: the whole group
         await wait_until(lambda: proc.poll() is not None, 30, "dev to stop")
         assert proc.returncode == 0
-        for child in children:
-            assert not Path(f"/proc/{child}").exists() or _is_zombie(child), f"child {child} still runs"
+        assert _all_gone(children), f"children {children} still run"
         assert proc.stdout is not None
         tail = proc.stdout.read().decode(errors="replace")
         assert "stopped." in tail, tail
@@ -103,10 +98,7 @@ async def test_dev_delivers_and_stops_its_children_on_ctrl_c(tmp_path: Path, rec
 
 async def test_children_stop_when_dev_is_killed(tmp_path: Path) -> None:
     """kill -9 of `dev` leaves no broker or worker behind: each child was told to stop with it."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dispatcher", "dev"], env=_dev_env(tmp_path, free_port()),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-    )
+    proc = _start_dev(_dev_env(tmp_path, free_port()))
     try:
         await _read_banner(proc)
         children = _children(proc.pid)
@@ -114,15 +106,11 @@ async def test_children_stop_when_dev_is_killed(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait(10)
-    await wait_until(lambda: all(not Path(f"/proc/{c}").exists() or _is_zombie(c) for c in children),
-                     30, "the orphaned children to stop")
+    await wait_until(lambda: _all_gone(children), 30, "the orphaned children to stop")
 
 
 async def test_dev_stops_when_its_broker_dies(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dispatcher", "dev"], env=_dev_env(tmp_path, free_port()),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-    )
+    proc = _start_dev(_dev_env(tmp_path, free_port()))
     try:
         await _read_banner(proc)
         children = _children(proc.pid)
@@ -134,7 +122,7 @@ async def test_dev_stops_when_its_broker_dies(tmp_path: Path) -> None:
         assert proc.stdout is not None
         tail = proc.stdout.read().decode(errors="replace")
         assert "the embedded broker exited" in tail, tail
-        assert all(not Path(f"/proc/{c}").exists() or _is_zombie(c) for c in children)
+        assert _all_gone(children)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -152,6 +140,18 @@ async def test_dev_never_empties_a_directory_it_did_not_make(tmp_path: Path) -> 
     assert done.returncode == 2, done
     assert "was not made by dev" in done.stderr and str(mine) in done.stderr
     assert (mine / "fixtures.sql").read_text() == "precious"
+
+
+def _start_dev(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`dev` in its own process group, as a shell runs a foreground job; output read by the test."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "dispatcher", "dev"], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+    )
+
+
+def _all_gone(pids: list[int]) -> bool:
+    return all(not Path(f"/proc/{pid}").exists() or _is_zombie(pid) for pid in pids)
 
 
 def _dev_env(tmp_path: Path, port: int) -> dict[str, str]:
