@@ -193,6 +193,10 @@ class ActorRunner:
                 assert state is not None
                 lane = state.health.lane
                 self.deliverer.start_probe(receiver_id, partition, state.config, number, lane)
+            case actor.Heartbeat(number, last_seq):
+                assert state is not None
+                lane = state.health.lane
+                self.deliverer.start_heartbeat(receiver_id, partition, state.config, number, last_seq, lane)
             case actor.Subscribe():
                 assert state is not None
                 record = encode_subscription(state.config.event_types, state.config.tenant)
@@ -336,4 +340,7 @@ def bounded_content(content: dict[str, Any]) -> dict[str, Any]:
 
 def attempt_record(effect: actor.LogAttempt) -> bytes:
     outcome = {name: getattr(effect.outcome, name) for name in OUTCOME_FIELDS if name != "token"}
-    return orjson.dumps({"number": effect.number, "kind": effect.kind, "attempt": effect.attempt, **outcome})
+    record = {"number": effect.number, "kind": effect.kind, "attempt": effect.attempt, **outcome}
+    if effect.control:
+        record["control"] = effect.control
+    return orjson.dumps(record)

@@ -38,6 +38,7 @@ from .domain.webhook import (
     build_batch_headers,
     build_body,
     build_headers,
+    build_heartbeat,
     build_ping,
     build_ping_headers,
 )
@@ -71,6 +72,7 @@ class Job:
     attempt: int = 0  # attempt of the head, or the probe's number
     count: int = 1  # messages a batch may carry
     probe: bool = False
+    heartbeat: int = -1  # a heartbeat's last_seq; -1: not a heartbeat
     slot: int = 0  # the seq of an unordered receiver's attempt; 0: the receiver's one job
     task: asyncio.Task[None] | None = None
 
@@ -148,6 +150,14 @@ class Deliverer:
     ) -> None:
         """Send a `webhook.ping` in the receiver's one slot (its circuit is open)."""
         self._begin(Job(receiver_id, partition, "", config, lane, "", 0, number, probe=True))
+
+    def start_heartbeat(
+        self, receiver_id: str, partition: int, config: ReceiverConfig, number: int, last_seq: int,
+        lane: Lane = Lane.FAST,
+    ) -> None:
+        """Send a `webhook.heartbeat` in the receiver's one slot (it is idle)."""
+        job = Job(receiver_id, partition, "", config, lane, "", 0, number, probe=True, heartbeat=last_seq)
+        self._begin(job)
 
     def _begin(self, job: Job) -> None:
         jobs = self._jobs.setdefault(job.receiver_id, {})
@@ -252,7 +262,8 @@ class Deliverer:
             log.exception("attempt failed to run receiver_id=%s seq=%s attempt=%d probe=%s",
                           job.receiver_id, job.seq, job.attempt, job.probe)
             outcome = Outcome(job.seq, "", job.token, False, None, f"internal error: {type(exc).__name__}",
-                              0.0, self._clock(), attempt=job.attempt, probe=job.probe)
+                              0.0, self._clock(), attempt=job.attempt, probe=job.probe,
+                              heartbeat=job.heartbeat >= 0)
         finally:
             self._free_slot(job.lane, job.host)
         if outcome is None:
@@ -307,11 +318,17 @@ class Deliverer:
         return outcome
 
     async def _probe(self, job: Job) -> Outcome:
-        outcome = evolve(await self._post_ping(job.receiver_id, job.token, job.config), attempt=job.attempt)
-        self.counts.attempt(outcome_label(outcome), job.lane, "probe", outcome.latency_ms / 1000)
+        """A probe of an open circuit, or (job.heartbeat >= 0) a heartbeat of an idle receiver."""
+        kind = "heartbeat" if job.heartbeat >= 0 else "probe"
+        if kind == "heartbeat":
+            outcome = await self._post_heartbeat(job.receiver_id, job.token, job.config, job.heartbeat)
+        else:
+            outcome = await self._post_ping(job.receiver_id, job.token, job.config)
+        outcome = evolve(outcome, attempt=job.attempt)
+        self.counts.attempt(outcome_label(outcome), job.lane, kind, outcome.latency_ms / 1000)
         log.info(
-            "probe receiver_id=%s number=%d lane=%s status=%s error=%s",
-            job.receiver_id, job.attempt, job.lane, outcome.status, outcome.error,
+            "%s receiver_id=%s number=%d lane=%s status=%s error=%s",
+            kind, job.receiver_id, job.attempt, job.lane, outcome.status, outcome.error,
         )
         return outcome
 
@@ -353,6 +370,16 @@ class Deliverer:
         headers = build_ping_headers(config, ping_id, body, started)
         outcome = await self._timed_post(token, config, headers, body, 0, ping_id)
         return evolve(outcome, probe=True)
+
+    async def _post_heartbeat(
+        self, receiver_id: str, token: str, config: ReceiverConfig, last_seq: int
+    ) -> Outcome:
+        started = self._clock()
+        heartbeat_id = new_id("heartbeat")
+        body = build_heartbeat(receiver_id, last_seq, started)
+        headers = build_ping_headers(config, heartbeat_id, body, started, "webhook.heartbeat")
+        outcome = await self._timed_post(token, config, headers, body, 0, heartbeat_id)
+        return evolve(outcome, probe=True, heartbeat=True)
 
     async def _post(
         self, job: Job, entries: list[dict[str, Any]], batching: bool, extra: dict[str, str] | None = None

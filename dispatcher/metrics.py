@@ -33,7 +33,7 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
                    1800.0, 3600.0, 21600.0, 86400.0)
 CHANGELOG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 OUTCOMES = ("success", "retryable", "permanent", "gone", "timeout", "connect_error", "blocked")
-KINDS = ("message", "batch", "probe", "ping")
+KINDS = ("message", "batch", "probe", "ping", "heartbeat")
 SOURCES = ("api", "kafka", "fanout")
 CHUNK = 5000  # lag entries surveyed between two yields to the event loop (about 2.5 ms)
 _DEFAULT_RETRY = RetryPolicy()

@@ -131,6 +131,7 @@ class Settings:
     probe_base: float = 5.0
     probe_cap: float = 300.0
     disable_after: float = 5 * 86400.0
+    max_asked_pause: float = 3600.0  # the longest pause a receiver may ask for (webhook-delivery-control)
     attempt_log: int = 50
     dead_letters_keep: int = 10_000
     timer_resolution: float = 0.01
@@ -242,7 +243,7 @@ class Settings:
             lanes=lanes, backlog_max=self.backlog_max, backlog_max_bytes=self.backlog_max_bytes,
             max_entry_bytes=self.max_record_bytes - RECORD_OVERHEAD,
             backlog_overflow=self.backlog_overflow, batch_max_bytes=self.batch_max_bytes,
-            retain=self.retain_seconds,
+            retain=self.retain_seconds, max_asked_pause=self.max_asked_pause,
         )
 
     def fast_lane_in_flight(self) -> int:

@@ -24,7 +24,8 @@ from .target_guard import BlockedTarget, TargetGuard
 
 # Response headers worth keeping for the developer UI; others are dropped.
 KEPT_RESPONSE_HEADERS = frozenset(
-    {"content-type", "content-length", "retry-after", "server", "date", "location", "x-request-id"}
+    {"content-type", "content-length", "retry-after", "server", "date", "location", "x-request-id",
+     "webhook-delivery-control"}
 )
 
 

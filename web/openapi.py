@@ -13,11 +13,15 @@ from typing import Any
 import orjson
 
 from dispatcher.domain.delivery_options import (
+    CONCURRENCY_MODES,
+    CONTROL_MODES,
     MAX_BACKLOG,
     MAX_BACKLOG_BYTES,
     MAX_BATCH_BYTES,
+    MAX_HEARTBEAT,
     MAX_RATE,
     MIN_BACKLOG_BYTES,
+    MIN_HEARTBEAT,
     MIN_RATE,
 )
 
@@ -65,6 +69,26 @@ RECEIVER_FIELDS: dict[str, Any] = {
         {"const": 0}, {**INT, "minimum": MIN_BACKLOG_BYTES, "maximum": MAX_BACKLOG_BYTES},
     ]},
     "backlog_overflow": {"enum": ["", "dead_letter_oldest", "reject"]},
+    "concurrency": {
+        "enum": list(CONCURRENCY_MODES),
+        "description": "Unordered receivers: `adaptive` (default) grows the in-flight window by one after "
+        "a run of fast 2xx answers and halves it on 429, 503, a timeout or an answer slower than the "
+        "receiver's recent baseline, with `max_in_flight` as its ceiling; `fixed` keeps `max_in_flight` out.",
+    },
+    "delivery_control": {
+        "enum": list(CONTROL_MODES),
+        "description": "`obey` (default): the receiver may steer its delivery with the "
+        "`webhook-delivery-control` response header (pause=N, max-in-flight=N, rate=R, disable) on any "
+        "answer, clamped to this receiver's settings; `ignore`: the header is logged, not followed.",
+    },
+    "heartbeat_interval": {
+        "anyOf": [
+            {"type": "null"}, {"const": 0}, {**NUM, "minimum": MIN_HEARTBEAT, "maximum": MAX_HEARTBEAT},
+        ],
+        "description": "Seconds: when nothing has gone to the receiver for this long, it gets a signed "
+        "`webhook.heartbeat` carrying `last_seq`, the highest seq delivered or dead-lettered "
+        "(0 or null: none).",
+    },
 }
 
 SCHEMAS: dict[str, Any] = {
@@ -127,6 +151,32 @@ SCHEMAS: dict[str, Any] = {
             "backlog_bytes": INT,
             "head_seq": nullable(INT),
             "window": {"type": "array", "items": OBJ},
+            "concurrency": nullable({
+                "type": "object",
+                "description": "Unordered receivers: how many messages may be out now (`window`), its "
+                "ceiling (`max_in_flight`), when and why it last changed (start, grew, ceiling, 429, 503, "
+                "timeout, latency), the last cut's window (`plateau`) and the answer-time baseline.",
+                "properties": {
+                    "mode": {"enum": list(CONCURRENCY_MODES)}, "window": INT, "ceiling": INT,
+                    "changed_at": nullable(NUM), "reason": nullable(STR), "plateau": nullable(INT),
+                    "baseline_ms": nullable(NUM), "cuts": INT,
+                },
+            }),
+            "delivery_control": {
+                "type": "object",
+                "description": "What the receiver asked for with `webhook-delivery-control` and still holds.",
+                "properties": {
+                    "mode": {"enum": list(CONTROL_MODES)}, "paused_until": nullable(NUM),
+                    "max_in_flight": nullable(INT), "rate": nullable(NUM), "last_at": nullable(NUM),
+                    "last": nullable(STR),
+                },
+            },
+            "heartbeat": nullable({
+                "type": "object",
+                "properties": {
+                    "interval": NUM, "sent": INT, "last_at": nullable(NUM), "next_at": nullable(NUM),
+                },
+            }),
             "lane": OBJ,
             "last_response": nullable(OBJ),
         },

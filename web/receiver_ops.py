@@ -97,10 +97,32 @@ def receiver_view(engine: Engine, state: ReceiverState, now: float) -> dict[str,
             "failed_attempts": state.failed_attempts,
             "dead_lettered": state.dead_lettered,
             "backlog_bytes": state.backlog_bytes,
+            "concurrency": concurrency_view(state),
+            "delivery_control": {"mode": state.config.options.delivery_control, **state.asked.view(now)},
+            "heartbeat": heartbeat_view(state, busy),
             "lane": state.health.view(),
             "last_response": latest[0] if latest else None,
         },
     }
+
+
+def concurrency_view(state: ReceiverState) -> dict[str, Any] | None:
+    """An unordered receiver's in-flight window (None for an ordered one: one at a time)."""
+    options = state.config.options
+    if options.ordered:
+        return None
+    view = state.congestion.view(options.max_in_flight, options.concurrency)
+    view["window"] = state.in_flight_limit  # what the receiver asked for caps it too
+    return view
+
+
+def heartbeat_view(state: ReceiverState, busy: bool) -> dict[str, Any] | None:
+    interval = state.config.options.heartbeat_interval
+    if not interval:
+        return None
+    due = None if busy else actor.heartbeat_due(state)
+    return {"interval": interval, "sent": state.heartbeats, "last_at": state.heartbeat_at or None,
+            "next_at": due}
 
 
 @owner_routed

@@ -17,6 +17,14 @@ ORDERINGS = (STRICT, UNORDERED)
 DEAD_LETTER_OLDEST = "dead_letter_oldest"
 REJECT = "reject"
 OVERFLOW_POLICIES = (DEAD_LETTER_OLDEST, REJECT)
+ADAPTIVE = "adaptive"  # the in-flight window adapts to the receiver (aimd.py); max_in_flight is its ceiling
+FIXED = "fixed"  # max_in_flight out whenever there are that many
+CONCURRENCY_MODES = (ADAPTIVE, FIXED)
+OBEY = "obey"  # the receiver may steer its delivery with a response header (delivery_control.py)
+IGNORE = "ignore"
+CONTROL_MODES = (OBEY, IGNORE)
+MIN_HEARTBEAT = 1.0
+MAX_HEARTBEAT = 86_400.0
 
 MAX_IN_FLIGHT = 64
 MAX_BATCH = 1000
@@ -46,6 +54,9 @@ class DeliveryOptions:
     backlog_max: int = 0  # buffered messages
     backlog_max_bytes: int = 0
     backlog_overflow: str = ""  # dead_letter_oldest or reject
+    concurrency: str = ADAPTIVE  # unordered receivers: adaptive or fixed
+    delivery_control: str = OBEY  # obey or ignore the receiver's webhook-delivery-control header
+    heartbeat_interval: float = 0.0  # seconds idle before a webhook.heartbeat; 0 = none
 
     @property
     def ordered(self) -> bool:
@@ -86,6 +97,9 @@ def parse_delivery_options(body: dict[str, Any], current: DeliveryOptions | None
         raise InvalidInput("backlog_overflow", f"must be one of {', '.join(OVERFLOW_POLICIES)}")
     return DeliveryOptions(
         ordering=ordering,
+        concurrency=_one_of(body, "concurrency", base.concurrency, CONCURRENCY_MODES),
+        delivery_control=_one_of(body, "delivery_control", base.delivery_control, CONTROL_MODES),
+        heartbeat_interval=_heartbeat(body.get("heartbeat_interval", base.heartbeat_interval)),
         max_in_flight=max_in_flight,
         rate_limit=_rate(body.get("rate_limit", base.rate_limit)),
         batch_max=batch_max,
@@ -103,6 +117,24 @@ def _rate(value: Any) -> float:
     if not _is_number(value) or not MIN_RATE <= value <= MAX_RATE:
         raise InvalidInput(
             "rate_limit", f"must be events per second in {MIN_RATE:g}..{MAX_RATE:g} (0 or null: no limit)"
+        )
+    return float(value)
+
+
+def _one_of(body: dict[str, Any], name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = body.get(name, default)
+    if value not in choices:
+        raise InvalidInput(name, f"must be one of {', '.join(choices)}")
+    return str(value)
+
+
+def _heartbeat(value: Any) -> float:
+    """Seconds idle before a heartbeat, MIN_HEARTBEAT..MAX_HEARTBEAT, or 0.0 for none (0, or null)."""
+    if value is None or (_is_number(value) and value == 0):
+        return 0.0
+    if not _is_number(value) or not MIN_HEARTBEAT <= value <= MAX_HEARTBEAT:
+        raise InvalidInput(
+            "heartbeat_interval", f"must be seconds in {MIN_HEARTBEAT:g}..{MAX_HEARTBEAT:g} (0 or null: none)"
         )
     return float(value)
 

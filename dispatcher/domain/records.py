@@ -175,6 +175,7 @@ class Outcome:
     probe: bool = False  # a webhook.ping, not a message (seq is 0)
     manual: bool = False  # a ping asked for through the API
     last: int = 0  # the last seq a batch carried (0: `seq` alone)
+    heartbeat: bool = False  # a webhook.heartbeat (seq 0; `attempt` is its number)
 
 
 @dataclass(slots=True, frozen=True)

@@ -72,13 +72,21 @@ def build_ping(receiver_id: str, attempt_time: float) -> bytes:
     return orjson.dumps({"type": "webhook.ping", "timestamp": iso_timestamp(attempt_time), "data": data})
 
 
-def build_ping_headers(config: ReceiverConfig, ping_id: str, body: bytes, now: float) -> dict[str, str]:
-    """Signed like a message, but without a seq: a ping is not part of the ordered stream."""
+def build_ping_headers(
+    config: ReceiverConfig, ping_id: str, body: bytes, now: float, event_type: str = "webhook.ping"
+) -> dict[str, str]:
+    """Signed like a message, but without a seq: a ping (or heartbeat) is not part of the ordered stream."""
     headers = custom_headers(config, {})
     headers["content-type"] = "application/json"
     headers.update(signed_headers(config, ping_id, body, now))
-    headers["webhook-event-type"] = "webhook.ping"
+    headers["webhook-event-type"] = event_type
     return headers
+
+
+def build_heartbeat(receiver_id: str, last_seq: int, attempt_time: float) -> bytes:
+    """The body of a `webhook.heartbeat`: every seq up to `last_seq` was delivered or dead-lettered."""
+    data = {"receiver_id": receiver_id, "last_seq": last_seq}
+    return orjson.dumps({"type": "webhook.heartbeat", "timestamp": iso_timestamp(attempt_time), "data": data})
 
 
 def batch_id(receiver_id: str, first: int, last: int) -> str:

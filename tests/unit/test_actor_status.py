@@ -40,7 +40,7 @@ RETRY = RetryPolicy(schedule=(1.0, 2.0), jitter=0.0, max_attempts=3, max_age=100
 # The circuit stays closed unless a test asks otherwise: `failing` would hide `retrying`.
 POLICY = Policy(RETRY, BreakerPolicy(failures=10_000, window=20, ratio=1.1), dedup_window=1000.0)
 STRICT = DeliveryOptions()
-UNORDERED = DeliveryOptions(ordering="none", max_in_flight=3)
+UNORDERED = DeliveryOptions(ordering="none", concurrency="fixed", max_in_flight=3)
 CAPPED = DeliveryOptions(backlog_max=1)
 ANSWERS = [200, 204, 400, 404, 429, 500, 503, None]
 

@@ -29,7 +29,7 @@ from dispatcher.domain.records import Outcome
 from tests.unit.test_actor import CONFIG, POLICY, RETRY, msg
 from tests.unit.test_actor_isolation import T0, Backlog
 
-UNORDERED = DeliveryOptions(ordering="none", max_in_flight=3)
+UNORDERED = DeliveryOptions(ordering="none", concurrency="fixed", max_in_flight=3)
 
 
 class Window:
@@ -183,14 +183,14 @@ def test_expired_messages_are_dead_lettered_when_started_or_waiting() -> None:
 
 
 def test_rate_limit_paces_the_window() -> None:
-    w = Window(DeliveryOptions(ordering="none", max_in_flight=8, rate_limit=1.0))
+    w = Window(DeliveryOptions(ordering="none", concurrency="fixed", max_in_flight=8, rate_limit=1.0))
     assert len(w.send(1, 2, 3, 4)) == 1, "burst of one at 1/s"
     assert w.wakes_at() == T0 + 1.0
     assert seqs(w.wake(T0 + 1.0)) == [2]
 
 
 def test_overflow_drops_the_oldest_not_yet_started() -> None:
-    w = Window(DeliveryOptions(ordering="none", max_in_flight=2, backlog_max=3))
+    w = Window(DeliveryOptions(ordering="none", concurrency="fixed", max_in_flight=2, backlog_max=3))
     w.send(1, 2, 3, 4, 5)
     assert w.state is not None and w.state.backlog == 3
     assert sorted(w.backlog.entries) == [1, 2, 5]

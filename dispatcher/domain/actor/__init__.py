@@ -12,7 +12,8 @@ dead-lettered; an unordered one (`ordering: "none"`) has a window of up to
     inputs.py     Facts (with the backlog view) and Policy
     decide.py     decide: one command, start to finish
     intake.py     a message arrives; overflow.py: the backlog caps
-    advance.py    what is due now: ordered.py (the head), unordered.py (the window), probes.py
+    advance.py    what is due now: ordered.py (the head), unordered.py (the window), probes.py,
+                  heartbeats.py
     verdict.py    what one attempt's answer means for its message
     step.py       one command's draft, effects and shared bookkeeping
     lifecycle.py  pause, resume, enable, disable, delete, reset
@@ -43,6 +44,7 @@ from .effects import (
     Effect,
     Forget,
     ForgetHistory,
+    Heartbeat,
     Ignored,
     LogAttempt,
     MovedLane,
@@ -54,6 +56,7 @@ from .effects import (
     TrimDeadLetters,
     Unsubscribe,
 )
+from .heartbeats import heartbeat_due
 from .inputs import DAY, NO_BACKLOG, BacklogView, Facts, Policy
 from .intake import CREATION_SKEW
 from .overflow import refuses_new
@@ -66,8 +69,9 @@ __all__ = [
     "NO_BACKLOG", "PERMANENT_STATUS", "RECEIVER_DELETED", "STATE_RESET", "STATUSES", "TOO_LARGE",
     "UNKNOWN_RECEIVER",
     "BacklogView", "Command", "Configure", "Control", "DeadLetter", "DeadLetterHead", "DeleteBacklog",
-    "Deliver", "Effect", "Facts", "Forget", "ForgetHistory", "Ignored", "Intake", "LogAttempt", "MovedLane",
+    "Deliver", "Effect", "Facts", "Forget", "ForgetHistory", "Heartbeat", "Ignored", "Intake", "LogAttempt",
+    "MovedLane",
     "Policy", "Probe", "PutBacklog", "ReceiverState", "RememberId", "Result", "SaveState", "Subscribe",
-    "TrimDeadLetters", "Unsubscribe", "Wake", "decide", "expires_at", "next_wake", "refuses_new",
-    "slot_expires_at", "status",
+    "TrimDeadLetters", "Unsubscribe", "Wake", "decide", "expires_at", "heartbeat_due", "next_wake",
+    "refuses_new", "slot_expires_at", "status",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .heartbeats import send_heartbeat
 from .ordered import advance_head
 from .overflow import drop_overflow
 from .step import Step
@@ -9,10 +10,16 @@ from .unordered import advance_window, windowed
 
 
 def advance(step: Step) -> None:
-    """Drop overflow, dead-letter what expired, then post what is due (messages or a probe)."""
+    """Drop overflow, dead-letter what expired, then post what is due (messages, a probe or a heartbeat).
+
+    Nothing goes while the receiver has asked for a pause (webhook-delivery-control).
+    """
     in_window = windowed(step)  # first: a change of ordering takes effect here
     drop_overflow(step)
+    if step.now < step.draft.asked.pause_until:
+        return
     if in_window:
         advance_window(step)
     else:
         advance_head(step)
+    send_heartbeat(step)

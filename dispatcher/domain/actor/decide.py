@@ -15,6 +15,7 @@ from ..untrusted import safe_outcome
 from .advance import advance
 from .commands import Command, Configure, Control, Intake, Result, Wake
 from .effects import UNKNOWN_RECEIVER, DeadLetter, Effect, Ignored, SaveState, Subscribe
+from .heartbeats import heartbeat_result
 from .inputs import Facts, Policy
 from .intake import take_in
 from .lifecycle import control, purge
@@ -75,7 +76,9 @@ def _unknown_receiver(command: Command) -> tuple[None, list[Effect]]:
 def _result(step: Step, outcome: Outcome) -> None:
     """A delivery or probe answered; whatever it was, what is due next goes out."""
     draft = step.draft
-    if outcome.probe:
+    if outcome.heartbeat:
+        heartbeat_result(step, outcome)
+    elif outcome.probe:
         probe_result(step, outcome)
     elif draft.cursor:
         window_result(step, outcome)

@@ -18,7 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ..aimd import Congestion
 from ..breaker import Breaker
+from ..delivery_control import Asked
 from ..lanes import Health
 from ..ratelimit import Bucket
 from ..records import ReceiverConfig
@@ -60,6 +62,10 @@ class StateDraft(DerivedState):
     cursor: int
     deleting: bool
     resetting: bool
+    congestion: Congestion
+    asked: Asked
+    heartbeat_at: float
+    heartbeats: int
 
 
 def _field_names() -> list[str]:

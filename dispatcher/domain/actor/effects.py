@@ -54,6 +54,14 @@ class Probe:
 
 
 @dataclass(slots=True, frozen=True)
+class Heartbeat:
+    """POST a `webhook.heartbeat` (no seq) carrying `last_seq`, the highest seq delivered or dead-lettered."""
+
+    number: int
+    last_seq: int
+
+
+@dataclass(slots=True, frozen=True)
 class DeadLetter:
     """A record that never got a seq (unknown receiver, unreadable record)."""
 
@@ -92,8 +100,9 @@ class TrimDeadLetters:
 class LogAttempt:
     number: int  # position in the receiver's attempt log
     attempt: int  # attempt of this message (0 for probes)
-    kind: str  # "message", "probe" or "ping"
+    kind: str  # "message", "probe", "ping" or "heartbeat"
     outcome: Outcome
+    control: str = ""  # what the answer's webhook-delivery-control header did, if it had one
 
 
 @dataclass(slots=True, frozen=True)
@@ -142,8 +151,9 @@ class Ignored:
 
 
 Effect = (
-    PutBacklog | RememberId | SaveState | DeleteBacklog | Deliver | Probe | DeadLetter | DeadLetterHead
-    | TrimDeadLetters | LogAttempt | MovedLane | Subscribe | Unsubscribe | Forget | ForgetHistory | Ignored
+    PutBacklog | RememberId | SaveState | DeleteBacklog | Deliver | Probe | Heartbeat | DeadLetter
+    | DeadLetterHead | TrimDeadLetters | LogAttempt | MovedLane | Subscribe | Unsubscribe | Forget
+    | ForgetHistory | Ignored
 )
 
 

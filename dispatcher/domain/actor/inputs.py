@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from ..aimd import AimdPolicy
 from ..breaker import BreakerPolicy
 from ..delivery_options import DEAD_LETTER_OLDEST, DeliveryOptions
 from ..lanes import LanePolicy
@@ -76,6 +77,8 @@ class Policy:
     batch_max_bytes: int = 1 << 20  # the deliverer applies it; here so views can show it
     retain: float = DAY  # settled messages stay readable (catch-up) this long; 0: deleted at once
     max_entry_bytes: int = 1 << 30  # a stored message larger than this could not reach the changelog
+    aimd: AimdPolicy = field(default_factory=AimdPolicy)
+    max_asked_pause: float = 3600.0  # the longest pause a receiver may ask for with webhook-delivery-control
 
     def backlog_caps(self, config: ReceiverConfig) -> tuple[int, int, str]:
         o = config.options

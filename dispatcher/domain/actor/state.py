@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..aimd import Congestion, effective
 from ..breaker import Breaker, Circuit
+from ..delivery_control import Asked
 from ..lanes import Health, Lane
 from ..plain import plain
 from ..ratelimit import Bucket
@@ -44,6 +46,10 @@ class DerivedState:
         def deleting(self) -> bool: ...
         @property
         def resetting(self) -> bool: ...
+        @property
+        def congestion(self) -> Congestion: ...
+        @property
+        def asked(self) -> Asked: ...
 
     @property
     def head(self) -> int | None:
@@ -62,6 +68,13 @@ class DerivedState:
     def held(self) -> bool:
         """Delivery is held by hand (pause), by failures (disabled) or until the URL is verified."""
         return self.paused or self.disabled or self.purging or not self.config.verified
+
+    @property
+    def in_flight_limit(self) -> int:
+        """How many of an unordered receiver's messages may be out now: its adaptive window (or
+        max_in_flight, when fixed), capped by what the receiver asked for."""
+        o = self.config.options
+        return effective(self.congestion, o.max_in_flight, self.asked.max_in_flight, o.concurrency)
 
     @property
     def purging(self) -> bool:
@@ -103,6 +116,10 @@ class ReceiverState(DerivedState):
     cursor: int = 0  # unordered: the next seq to start; 0 = delivering in order
     deleting: bool = False  # deleted through the API: its backlog is being dead-lettered
     resetting: bool = False  # reset through the API: likewise, then it starts afresh
+    congestion: Congestion = field(default_factory=Congestion)  # unordered: the adaptive in-flight window
+    asked: Asked = field(default_factory=Asked)  # what the receiver asked with webhook-delivery-control
+    heartbeat_at: float = 0.0  # when the last webhook.heartbeat went; 0 = none yet
+    heartbeats: int = 0  # heartbeats sent so far (an answer names its number)
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(_plain_state(self))
@@ -125,6 +142,10 @@ class ReceiverState(DerivedState):
             data["bucket"] = Bucket(**data["bucket"])
         if "window" in data:
             data["window"] = tuple(Slot(**slot) for slot in data["window"])
+        if "congestion" in data:
+            data["congestion"] = Congestion(**data["congestion"])
+        if "asked" in data:
+            data["asked"] = Asked(**data["asked"])
         return cls(**data)
 
 
@@ -142,4 +163,6 @@ _plain_state = plain(ReceiverState, {
     "health": plain(Health),
     "bucket": plain(Bucket),
     "window": _plain_window,
+    "congestion": plain(Congestion),
+    "asked": plain(Asked),
 })

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..delivery_control import HEADER, effective_rate, heed
 from ..lanes import Health
 from ..ratelimit import burst_of
 from ..records import Outcome
@@ -75,7 +76,19 @@ class Step:
         draft.last_status = outcome.status
         draft.last_error = outcome.error
         draft.last_attempt_at = outcome.at
-        self.writes.append(LogAttempt(number, attempt, kind, outcome))
+        self.writes.append(LogAttempt(number, attempt, kind, outcome, self._heed(outcome)))
+
+    def _heed(self, outcome: Outcome) -> str:
+        """Apply the answer's webhook-delivery-control header; what it did, for the attempt log."""
+        value = outcome.headers.get(HEADER)
+        if value is None:
+            return ""
+        draft = self.draft
+        heeded = heed(draft.asked, value, draft.config.options, self.now, self.policy.max_asked_pause)
+        draft.asked = heeded.asked
+        if heeded.disable and not draft.disabled:
+            self.disable(f"the receiver asked for it ({HEADER}: disable)")
+        return heeded.note
 
     def tally(self, outcome: Outcome, ruling: Ruling, settled: int) -> None:
         """Log a message attempt and count it: the lane's figures, delivered or failed, since when failing.
@@ -131,7 +144,7 @@ class Step:
     def take_tokens(self, want: int) -> int:
         """Up to `want` sends the rate limit allows now; 0 (and the gate set) when it says wait."""
         draft = self.draft
-        rate = draft.config.options.rate_limit
+        rate = effective_rate(draft.config.options.rate_limit, draft.asked.rate)
         if not rate:
             return want
         burst, bucket = burst_of(rate), draft.bucket

@@ -9,7 +9,9 @@ slots).
 
 from __future__ import annotations
 
+from ..aimd import observe
 from ..breaker import Circuit
+from ..delivery_options import ADAPTIVE
 from ..evolve import evolve
 from ..records import Outcome
 from ..window import Slot, find, floor, replaced, without
@@ -57,7 +59,7 @@ def advance_window(step: Step) -> None:
         if not step.sending:
             send_probe(step)
         return
-    limit = 1 if breaker.circuit is Circuit.HALF_OPEN else draft.config.options.max_in_flight
+    limit = 1 if breaker.circuit is Circuit.HALF_OPEN else draft.in_flight_limit
     if _retry_due(step, limit):
         _start_new(step, limit)
 
@@ -78,7 +80,7 @@ def _start_new(step: Step, limit: int) -> None:
     """Start messages not yet started while the window, the limit and the rate limit have room."""
     draft = step.draft
     for _ in range(limit):
-        full = len(draft.window) >= draft.config.options.max_in_flight or len(step.sending) >= limit
+        full = len(draft.window) >= limit or len(step.sending) >= limit
         if full or draft.cursor >= draft.next_seq or draft.next_attempt_at > step.now:
             return
         if not step.take_tokens(1):
@@ -111,6 +113,7 @@ def window_result(step: Step, outcome: Outcome) -> None:
         step.actions.append(Ignored("stale outcome", outcome.msg_id, outcome.seq))
         return
     ruling = rule(outcome, slot.attempts, step.retry, step.now, step.facts.rand)
+    _adapt(step, outcome)
     ok = ruling.next is Next.SETTLE
     if ok or draft.breaker.circuit is not Circuit.OPEN:  # a late failure does not restart the wait
         draft.breaker = draft.breaker.record(ok, step.now, step.policy.breaker)
@@ -128,6 +131,18 @@ def window_result(step: Step, outcome: Outcome) -> None:
         retried = Slot(slot.seq, slot.accepted_at, ruling.attempt, ruling.retry_at)
         draft.window = replaced(draft.window, retried)
     step.maybe_disable()
+
+
+def _adapt(step: Step, outcome: Outcome) -> None:
+    """An answer moves the adaptive window (aimd.py)."""
+    draft = step.draft
+    options = draft.config.options
+    if options.concurrency != ADAPTIVE:
+        return
+    started = outcome.at - outcome.latency_ms / 1000
+    in_use = len(step.sending) + 1  # this answer's attempt is no longer among those sending
+    draft.congestion = observe(draft.congestion, outcome.status, outcome.error, outcome.latency_ms, started,
+                              in_use, options.max_in_flight, step.now, step.policy.aimd)
 
 
 def dead_letter_seq(

@@ -10,6 +10,7 @@ from ..breaker import Circuit
 from ..retry import RetryPolicy
 from ..window import Slot
 from .draft import StateDraft
+from .heartbeats import heartbeat_due
 from .inputs import Policy
 from .state import ReceiverState
 
@@ -21,7 +22,19 @@ def next_wake(
     times = [t for t in (state.dedup_sweep_at, state.retain_sweep_at) if t]
     if state.purging:
         times.append(0.0)  # its backlog is dead-lettered a bounded number at a time: go on now
-    elif state.cursor:
+        return min(times)
+    due = _delivery_wakes(state, policy, in_flight, sending)
+    if due:
+        times.append(max(min(due), state.asked.pause_until))  # the receiver asked for a pause: after it
+    return min(times) if times else None
+
+
+def _delivery_wakes(
+    state: ReceiverState, policy: Policy, in_flight: bool, sending: frozenset[int]
+) -> list[float]:
+    """When a message, a probe or a heartbeat is next due."""
+    times: list[float] = []
+    if state.cursor:
         times += _window_wakes(state, policy, in_flight and not sending, sending)
     elif state.head is not None and not state.held and not in_flight:
         if state.breaker.circuit is Circuit.OPEN:
@@ -30,7 +43,11 @@ def next_wake(
             times.append(state.next_attempt_at)
         if state.head_accepted_at:
             times.append(expires_at(state, policy.retry_for(state.config)))
-    return min(times) if times else None
+    if not in_flight:
+        heartbeat = heartbeat_due(state)
+        if heartbeat is not None:
+            times.append(heartbeat)
+    return times
 
 
 def _window_wakes(state: ReceiverState, policy: Policy, solo: bool, sending: frozenset[int]) -> list[float]:
@@ -45,7 +62,7 @@ def _window_wakes(state: ReceiverState, policy: Policy, solo: bool, sending: fro
         return times if sending else [*times, state.breaker.probe_at]
     if circuit is Circuit.CLOSED or not sending:
         times += [slot.next_attempt_at for slot in idle]
-        room = len(state.window) < state.config.options.max_in_flight
+        room = len(state.window) < state.in_flight_limit
         if room and state.cursor < state.next_seq:
             times.append(state.next_attempt_at)  # the rate limit's gate (0: now)
     return times
