@@ -35,7 +35,7 @@ CEILING = "ceiling"
 
 @dataclass(slots=True, frozen=True)
 class AimdPolicy:
-    probe_rounds: int = 8  # full windows of fast answers before probing past the last cut
+    probe_rounds: int = 16  # full windows of fast answers before probing past the last cut
     latency_factor: float = 1.5  # a 2xx slower than baseline x this (and by latency_slack_ms) is congestion
     latency_slack_ms: float = 10.0  # so that jitter on a 1 ms answer is not
     baseline_rise: float = 0.05  # the baseline follows slower answers by this fraction each (faster: at once)
@@ -97,9 +97,11 @@ def observe(
     signal = congestion_signal(status, error)
     ok = status is not None and 200 <= status < 300
     if ok:
-        if c.baseline_ms and latency_ms > _slow_after(c.baseline_ms, policy):
+        slow = bool(c.baseline_ms) and latency_ms > _slow_after(c.baseline_ms, policy)
+        if slow:
             signal = "latency"
-        c = _with_baseline(c, latency_ms, policy)
+        if not slow or window == 1:  # at a window of 1 we are not what slows it: it got slower
+            c = _with_baseline(c, latency_ms, policy)
     if signal:
         return c if started_at < c.cut_at else _cut(c, signal, now)
     if not ok:

@@ -1,0 +1,153 @@
+"""The adaptive in-flight window: one answer at a time by table, and whole runs against model receivers."""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dispatcher.domain.aimd import AimdPolicy, Congestion, effective, observe
+
+P = AimdPolicy()
+T = 1000.0
+SERVICE_S = 0.02  # the model receivers' answer time
+
+
+def answer(
+    c: Congestion, status: int | None = 200, latency: float = 10.0, in_use: int | None = None,
+    ceiling: int = 32, now: float = T, started: float | None = None, error: str | None = None,
+) -> Congestion:
+    used = c.window or 1 if in_use is None else in_use
+    begun = now - latency / 1000 if started is None else started
+    return observe(c, status, error, latency, begun, used, ceiling, now, P)
+
+
+@pytest.mark.parametrize(
+    ("before", "kwargs", "window", "reason"),
+    [
+        # a new receiver starts at 1; slow start grows one per fast answer of a full window
+        (Congestion(), {}, 2, "grew"),
+        (Congestion(4, 0, 0, 10.0), {}, 5, "grew"),
+        # not using its window: no growth
+        (Congestion(4, 0, 0, 10.0), {"in_use": 2}, 4, ""),
+        # congestion halves, never below 1
+        (Congestion(8, 0, 0, 10.0), {"status": 429}, 4, "429"),
+        (Congestion(8, 0, 0, 10.0), {"status": 503}, 4, "503"),
+        (Congestion(8, 0, 0, 10.0), {"status": None, "error": "timeout"}, 4, "timeout"),
+        (Congestion(1, 0, 0, 10.0), {"status": 429}, 1, "429"),
+        (Congestion(5, 0, 0, 10.0), {"status": 429}, 2, "429"),
+        # a 2xx well above the baseline is congestion; jitter on a fast receiver is not
+        (Congestion(8, 0, 0, 10.0), {"latency": 30.0}, 4, "latency"),
+        (Congestion(8, 0, 0, 10.0), {"latency": 19.0}, 9, "grew"),
+        (Congestion(8, 0, 0, 1.0), {"latency": 10.0}, 9, "grew"),
+        # other failures are the breaker's: no change
+        (Congestion(8, 0, 0, 10.0), {"status": 500}, 8, ""),
+        (Congestion(8, 0, 0, 10.0), {"status": None, "error": "connection refused"}, 8, ""),
+        # an answer to a request sent before the last cut is no signal
+        (Congestion(4, 8, 0, 10.0, T - 1, T - 1, "429", 1), {"status": 429, "started": T - 2}, 4, "429"),
+        (Congestion(4, 8, 0, 10.0, T - 1, T - 1, "429", 1), {"status": 429, "started": T - 0.5}, 2, "429"),
+        # a lowered ceiling takes the window down at once
+        (Congestion(20, 0, 0, 10.0), {"ceiling": 8, "in_use": 3}, 8, "ceiling"),
+    ],
+)
+def test_one_answer(before: Congestion, kwargs: dict[str, object], window: int, reason: str) -> None:
+    after = answer(before, **kwargs)  # type: ignore[arg-type]
+    assert after.window == window
+    assert after.reason == (reason or before.reason)
+
+
+def test_after_a_cut_it_regrows_fast_to_just_below_the_cut_then_probes_rarely() -> None:
+    c = answer(Congestion(8, 0, 0, 10.0, 0, 0, "grew", 0), status=429)
+    assert (c.window, c.plateau) == (4, 8)
+    for _ in range(3):
+        c = answer(c)
+    assert c.window == 7, "one per fast answer back to the plateau less one"
+    grown = 0
+    for _ in range(7 * P.probe_rounds - 1):
+        c = answer(c)
+        grown += c.window != 7
+    assert (grown, c.window) == (0, 7), "below the last cut it waits for probe_rounds full windows"
+    c = answer(c)
+    assert c.window == 8
+    c = answer(answer(c, in_use=8), in_use=8)  # past the plateau: one a round trip
+    for _ in range(8):
+        c = answer(c, in_use=c.window)
+    assert c.window == 9 and c.plateau == 0
+
+
+def test_fixed_mode_and_a_receivers_cap() -> None:
+    c = Congestion(3)
+    assert effective(c, 10, 0, "adaptive") == 3
+    assert effective(c, 10, 2, "adaptive") == 2
+    assert effective(c, 10, 0, "fixed") == 10
+    assert effective(c, 10, 4, "fixed") == 4
+    assert effective(Congestion(), 10, 0, "adaptive") == 1
+
+
+def run_against(
+    capacity: int, ceiling: int, answers: int, queueing: bool
+) -> tuple[list[int], float, int]:
+    """Drive the window against a model receiver that takes `capacity` requests at once.
+
+    The sender keeps the window full, as the actor does. Past its capacity the
+    receiver answers 429 at once, or (`queueing`) takes the request and answers
+    it a service time later per `capacity` ahead of it. Returns the window
+    after each answer, the rate of 2xx answers as a share of what a fixed
+    window of `capacity` gets, and the refusals.
+    """
+    c, now, open_now, delivered, refused = Congestion(), T, 0, 0, 0
+    pending: list[tuple[float, float, int, float]] = []  # (answered at, sent at, status, latency ms)
+    windows: list[int] = []
+    for _ in range(answers):
+        while open_now < effective(c, ceiling, 0, "adaptive"):
+            open_now += 1
+            if open_now > capacity and not queueing:
+                heapq.heappush(pending, (now + 0.001, now, 429, 1.0))
+            else:
+                latency = SERVICE_S * 1000 * (math.ceil(open_now / capacity) if queueing else 1)
+                heapq.heappush(pending, (now + latency / 1000, now, 200, latency))
+        now, sent, status, latency = heapq.heappop(pending)
+        c = observe(c, status, None, latency, sent, open_now, ceiling, now, P)
+        open_now -= 1
+        delivered += status == 200
+        refused += status == 429
+        windows.append(effective(c, ceiling, 0, "adaptive"))
+    return windows, delivered / (now - T) / (capacity / SERVICE_S), refused
+
+
+@pytest.mark.parametrize("queueing", [False, True])
+def test_the_window_settles_at_or_just_above_the_receivers_capacity(queueing: bool) -> None:
+    k, ceiling, answers = 4, 32, 4000
+    windows, share, refused = run_against(k, ceiling, answers, queueing)
+    settled = windows[50:]
+    assert all(w <= k + 1 for w in settled), "never far above what the receiver takes"
+    assert sum(w >= k for w in settled) >= 0.9 * len(settled), "at K nearly all the time"
+    assert refused <= answers // 20
+    assert share >= 0.9, "at least 90 % of what a fixed window of K delivers"
+
+
+def test_a_receiver_with_room_gets_the_ceiling_within_a_few_round_trips() -> None:
+    windows, _, refused = run_against(64, 32, 40, False)
+    assert windows[-1] == 32 and refused == 0
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([200, 204, 429, 500, 503, None]), st.floats(0, 60_000), st.integers(0, 80),
+                  st.integers(1, 64), st.floats(-5, 5)),
+        max_size=60,
+    )
+)
+def test_the_window_stays_within_one_and_the_ceiling(
+    answers: list[tuple[int | None, float, int, int, float]],
+) -> None:
+    c, now = Congestion(), T
+    for status, latency, in_use, ceiling, skew in answers:
+        now += 0.01
+        c = observe(c, status, None if status else "timeout", latency, now + skew, in_use, ceiling, now, P)
+        assert 1 <= c.window <= ceiling
+        assert 1 <= effective(c, ceiling, 0, "adaptive") <= ceiling
+        assert c.baseline_ms >= 0
