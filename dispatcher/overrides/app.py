@@ -7,6 +7,7 @@ the factory Faust offers for it (`_new_transport`, the `TableManager` setting,
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -65,8 +66,11 @@ class QuickTableManager(TableManager):
             await self.recovery.start()
 
 
+SHUTDOWN_YIELD = 0.05  # seconds the loop runs after the last task is gathered, before it closes
+
+
 class QuietWorker(faust.Worker):
-    """Faust's worker without its terminal spinner, and without the libraries' INFO chatter.
+    """Faust's worker without its terminal spinner, the libraries' INFO chatter, and a nap at stop.
 
     For a level of WARN or above the spinner sets the root logger to DEBUG, so
     every debug call of Faust and aiokafka (several per record) built a log
@@ -78,3 +82,10 @@ class QuietWorker(faust.Worker):
     def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
         self.spinner = None
         quiet_libraries(logger, level, self.library_log_level)
+
+    async def _sentinel_task(self) -> None:
+        """mode's last step of a stop, once every service has stopped and every task is gathered:
+        it slept a full second before the loop closed, and a restarted worker's successor (a
+        StatefulSet's next pod) started that much later. One short yield lets the callbacks of
+        transports closed just before run."""
+        await asyncio.sleep(SHUTDOWN_YIELD)

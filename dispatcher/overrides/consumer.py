@@ -5,7 +5,9 @@ What it changes, each with the failure that made it necessary:
 - `_ConsumerThread._highwaters`: a changelog's end is what a fetch reports
   (`highwaters.py`), whatever ListOffsets answers.
 - `_ConsumerThread` builds aiokafka's consumer with our fetch wait (Faust
-  hardcodes 1,500 ms) and adapts it after every fetch (`fetcher.py`).
+  hardcodes 1,500 ms) and adapts it after every fetch (`fetcher.py`), and
+  makes its group coordinator leave the group on a clean stop from the
+  embedded broker's generation 0 too (`leave.py`).
 - `_Consumer` hands every record of a strict partition over once and in
   order, reading skipped offsets again, and never commits past an offset that
   was not processed (`_new_offset`).
@@ -26,6 +28,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from .fetcher import adapt_fetch_wait
 from .highwaters import client_options, fetched_highwaters
+from .leave import leave_from_every_generation
 
 if TYPE_CHECKING:
     from .app import DispatcherApp
@@ -47,7 +50,10 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
     async def on_start(self) -> None:
         await super().on_start()
-        adapt_fetch_wait(self._ensure_consumer(), idle_cap_ms=_ours(self.app).fetch_idle_wait_ms)
+        consumer = self._ensure_consumer()
+        adapt_fetch_wait(consumer, idle_cap_ms=_ours(self.app).fetch_idle_wait_ms)
+        if consumer._coordinator is not None:  # a group member: a clean stop leaves (`leave.py`)
+            leave_from_every_generation(consumer._coordinator)
 
     async def _highwaters(self, partitions: Iterable[Any]) -> Mapping[Any, int]:
         """Faust's ListOffsets answers, raised to what a fetch from each end - 1 reports.

@@ -36,6 +36,7 @@ AIOKAFKA_CONSUMER = "aiokafka:AIOKafkaConsumer"
 AIOKAFKA_FETCHER = "aiokafka.consumer.fetcher:Fetcher"
 AIOKAFKA_PRODUCER = "aiokafka:AIOKafkaProducer"
 AIOKAFKA_CLIENT = "aiokafka.client:AIOKafkaClient"
+AIOKAFKA_COORDINATOR = "aiokafka.consumer.group_coordinator:GroupCoordinator"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,12 @@ RELIANCES: tuple[Reliance, ...] = (
     _method(AIOKAFKA_FETCHER, "_proc_fetch_request", "fetcher", "assignment", "node_id", "request"),
     _attribute(AIOKAFKA_FETCHER, "_fetch_max_wait_ms", "fetcher"),
     _attribute(AIOKAFKA_FETCHER, "_records", "fetcher"),
+    # leave.py: a clean stop leaves the group from generation 0 too
+    _attribute(AIOKAFKA_CONSUMER, "_coordinator", "consumer"),
+    _method(AIOKAFKA_COORDINATOR, "_maybe_leave_group", "leave", digest="016cd88a16e6c4b5"),
+    _method(AIOKAFKA_COORDINATOR, "_send_req", "leave", "request"),
+    _method(AIOKAFKA_COORDINATOR, "reset_generation", "leave"),
+    _attribute(AIOKAFKA_COORDINATOR, "_group_instance_id", "leave"),
     # producer.py: a flush that drains
     _method(FAUST_BUFFER, "_send_pending", "producer", "fut"),
     _method(FAUST_BUFFER, "flush", "producer", digest="26fbebb124ad9c98"),
@@ -121,6 +128,7 @@ RELIANCES: tuple[Reliance, ...] = (
     _method("faust.tables.manager:TableManager", "on_start", "app", digest="365dd25fbc0e0684"),
     _method("faust.tables.manager:TableManager", "_update_channels", "app"),
     _method("faust:Worker", "on_setup_root_logger", "app", "logger", "level"),
+    _method("faust:Worker", "_sentinel_task", "app", digest="6e66058cf3e1b616"),
     # store.py: the actor table's own changelog writer
     _method(FAUST_STORE, "_db_for_partition", "store", "partition"),
     _attribute(FAUST_STORE, "_dbs", "store"),
