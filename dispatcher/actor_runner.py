@@ -137,6 +137,8 @@ class ActorRunner:
             self.deliverer.in_flight_seqs(receiver_id),
         )
         new_state, effects = actor.decide(state, command, facts, self.policy)
+        if state is not None and new_state is not None and new_state.congestion is not state.congestion:
+            self._count_window(state, new_state)
         letters = await self._send_dead_letters(receiver_id, effects)
         log_purge_step(receiver_id, effects, new_state)
         for effect in effects:
@@ -154,6 +156,11 @@ class ActorRunner:
             self.timers.set(receiver_id, partition, None)
             if state is not None:
                 self.book.deleted(receiver_id, partition)
+
+    def _count_window(self, before: ReceiverState, after: ReceiverState) -> None:
+        """An adaptive window that moved is counted for /metrics, by why."""
+        if after.congestion.window != before.congestion.window:
+            self.deliverer.counts.window_change(after.congestion.reason)
 
     def _sweep(self, state: ReceiverState, partition: int, now: float) -> actor.Wake:
         """Expired dedup entries and kept messages go on a wake; the actor learns the next expiries."""
@@ -214,7 +221,10 @@ class ActorRunner:
                          receiver_id, lane, p90, timeouts)
             case actor.TrimDeadLetters(_, excess):
                 self.store.trim_dead_letters(receiver_id, partition, excess)
-            case actor.LogAttempt():
+            case actor.LogAttempt(control=control):
+                if control:
+                    assert state is not None
+                    self.deliverer.counts.control(state.config.options.delivery_control)
                 record = attempt_record(effect)
                 self.store.log_attempt(receiver_id, effect.number, record)
                 self.on_attempt(receiver_id, record)

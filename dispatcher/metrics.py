@@ -69,6 +69,8 @@ class Counts:
     accepted: dict[str, int] = field(default_factory=dict)  # source -> messages
     attempts: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (outcome, lane, kind)
     dead_letters: dict[str, int] = field(default_factory=dict)  # reason -> messages
+    window_changes: dict[str, int] = field(default_factory=dict)  # why an adaptive window moved -> times
+    controls: dict[str, int] = field(default_factory=dict)  # webhook-delivery-control answers: obey/ignore
     attempt_seconds: Histogram = field(default_factory=lambda: Histogram(ATTEMPT_BUCKETS))
     latency_seconds: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
     changelog_seconds: Histogram = field(default_factory=lambda: Histogram(CHANGELOG_BUCKETS))
@@ -83,6 +85,12 @@ class Counts:
 
     def dead_letter(self, reason: str) -> None:
         self.dead_letters[reason] = self.dead_letters.get(reason, 0) + 1
+
+    def window_change(self, reason: str) -> None:
+        self.window_changes[reason] = self.window_changes.get(reason, 0) + 1
+
+    def control(self, mode: str) -> None:
+        self.controls[mode] = self.controls.get(mode, 0) + 1
 
 
 def outcome_label(outcome: Outcome, retry: dict[str, Any] | None = None) -> str:
@@ -117,6 +125,7 @@ class Lag(NamedTuple):
     circuit_open: bool
     backlog: int
     oldest: float  # when its oldest undelivered message was accepted; 0: not known (or none)
+    window: int = 0  # an unordered receiver's in-flight window now; 0: ordered (one at a time)
 
 
 def oldest_accepted(state: ReceiverState) -> float:
@@ -153,7 +162,8 @@ class ReceiverBook:
             self.lag.pop(state.receiver_id, None)
             return
         oldest = oldest_accepted(state) if state.cursor else state.head_accepted_at
-        self.lag[state.receiver_id] = _new_lag(Lag, (partition, word, circuit_open, backlog, oldest))
+        window = state.in_flight_limit if state.cursor else 0
+        self.lag[state.receiver_id] = _new_lag(Lag, (partition, word, circuit_open, backlog, oldest, window))
 
     def created(self, partition: int) -> None:
         self.counts[partition] = self.counts.get(partition, 0) + 1

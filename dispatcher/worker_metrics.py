@@ -103,6 +103,17 @@ class WorkerCollector(Collector):
         for reason, value in sorted(c.dead_letters.items()):
             letters.add_metric([reason], value)
         yield letters
+        windows = counter("concurrency_window_changes", "Changes of unordered receivers' adaptive in-flight "
+                          "windows, by why: grew, a cut (429, 503, timeout, latency), ceiling or start.",
+                          ["reason"])
+        for reason, value in sorted(c.window_changes.items()):
+            windows.add_metric([reason], value)
+        yield windows
+        controls = counter("delivery_control_answers", "Answers that carried webhook-delivery-control, by "
+                           "whether the receiver's setting obeys or ignores it.", ["mode"])
+        for mode in ("obey", "ignore"):
+            controls.add_metric([mode], c.controls.get(mode, 0))
+        yield controls
         yield histogram("delivery_attempt_duration_seconds", "Time of one attempt, POST to answer.",
                         c.attempt_seconds)
         yield histogram("delivery_latency_seconds", "Accepted to 2xx, per message: what a receiver sees.",
@@ -124,11 +135,17 @@ class WorkerCollector(Collector):
                         ["receiver_id"])
         age = gauge("receiver_oldest_undelivered_age_seconds", "Age of the oldest undelivered message of the "
                     "same receivers.", ["receiver_id"])
+        window = gauge("receiver_concurrency_window", "In-flight window of the same receivers that deliver "
+                       "unordered (adaptive: as it stands now; fixed: max_in_flight; capped by what the "
+                       "receiver asked for).", ["receiver_id"])
         for receiver_id, lag in survey.chosen:
             backlog.add_metric([receiver_id], lag.backlog)
             age.add_metric([receiver_id], max(0.0, now - lag.oldest) if lag.oldest else 0.0)
+            if lag.window:
+                window.add_metric([receiver_id], lag.window)
         yield backlog
         yield age
+        yield window
 
     def _worker(self) -> Iterator[GaugeMetricFamily]:
         f = self.figures

@@ -205,3 +205,16 @@ def test_no_heartbeat_while_the_circuit_is_open() -> None:
 def test_no_heartbeat_without_an_interval() -> None:
     a = Actor(None, QUIET)
     assert wake_at(a) is None and beats(a.run(Wake(), T0 + 10**6)[1]) == []
+
+
+def test_a_due_retry_waits_for_room_in_the_window_without_waking_in_a_loop() -> None:
+    w = Window(DeliveryOptions(ordering="none", max_in_flight=8))
+    assert [d.seq for d in w.send(*range(1, 10))] == [1]
+    assert seqs(w.answer(1, 429, now=T0)) == [2], "the refused one waits for its retry; the next goes"
+    assert w.state is not None
+    retry_at = next(s.next_attempt_at for s in w.state.window if s.seq == 1)
+    later = retry_at + 1
+    assert seqs(w.wake(later)) == [], "one out, a window of one: no room for the retry"
+    wake = w.wakes_at()
+    assert wake is None or wake > later, "no wake due while nothing can go"
+    assert seqs(w.answer(2, 200, now=later)) == [1, 3], "an answer makes room: the retry, then the next"

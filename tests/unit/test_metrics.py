@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dispatcher.domain.actor import ReceiverState
+from dispatcher.domain.aimd import Congestion
 from dispatcher.domain.breaker import Breaker, Circuit
 from dispatcher.domain.records import Outcome, ReceiverConfig
 from dispatcher.domain.window import Slot
@@ -116,3 +119,28 @@ async def test_a_survey_in_chunks_finds_what_one_pass_finds() -> None:
     ages = [NOW - lag.oldest for _, lag in whole.chosen[:5]]
     assert ages == sorted(ages, reverse=True) and ages[0] == 999, "the oldest first"
     assert [rid for rid, _ in whole.chosen[5:]] == ["paused", "rcv_00000"], "named, not among the top"
+
+
+def test_the_window_of_an_unordered_receiver_and_its_changes_are_series() -> None:
+    book = ReceiverBook()
+    book.counted(0, 2)
+    unordered = state("u", next_seq=9, cursor=5, window=(Slot(3, NOW - 5),))
+    options = replace(unordered.config.options, ordering="none", max_in_flight=16)
+    book.note(replace(unordered, config=replace(unordered.config, options=options),
+                      congestion=Congestion(window=6)), 0)
+    book.note(failing("ordered", 2, NOW - 9), 0)
+    counts = Counts()
+    counts.window_change("429")
+    counts.window_change("grew")
+    counts.window_change("grew")
+    counts.control("ignore")
+    figures = WorkerFigures(lambda: {"fast": 0, "slow": 0}, lambda: 8, lambda: {}, lambda: 0.0, lambda: True)
+    collector = WorkerCollector(counts, book, figures, LoopLag(), 20, frozenset(), lambda: NOW)
+    families = list(text_string_to_metric_families(exposition(new_registry(collector)).decode()))
+    found = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families for s in f.samples}
+    assert found[("webhook_dispatcher_receiver_concurrency_window", (("receiver_id", "u"),))] == 6
+    assert ("webhook_dispatcher_receiver_concurrency_window", (("receiver_id", "ordered"),)) not in found
+    changes = "webhook_dispatcher_concurrency_window_changes_total"
+    assert (found[(changes, (("reason", "grew"),))], found[(changes, (("reason", "429"),))]) == (2, 1)
+    controls = "webhook_dispatcher_delivery_control_answers_total"
+    assert (found[(controls, (("mode", "ignore"),))], found[(controls, (("mode", "obey"),))]) == (1, 0)

@@ -80,7 +80,8 @@ def _start_new(step: Step, limit: int) -> None:
     """Start messages not yet started while the window, the limit and the rate limit have room."""
     draft = step.draft
     for _ in range(limit):
-        full = len(draft.window) >= limit or len(step.sending) >= limit
+        # The window holds those waiting for a retry too; only those out count against the limit.
+        full = len(draft.window) >= draft.config.options.max_in_flight or len(step.sending) >= limit
         if full or draft.cursor >= draft.next_seq or draft.next_attempt_at > step.now:
             return
         if not step.take_tokens(1):

@@ -60,9 +60,10 @@ def _window_wakes(state: ReceiverState, policy: Policy, solo: bool, sending: fro
     circuit = state.breaker.circuit
     if circuit is Circuit.OPEN:
         return times if sending else [*times, state.breaker.probe_at]
-    if circuit is Circuit.CLOSED or not sending:
+    limit = state.in_flight_limit if circuit is Circuit.CLOSED else 1
+    if len(sending) < limit:  # else the next answer makes room, and advances
         times += [slot.next_attempt_at for slot in idle]
-        room = len(state.window) < state.in_flight_limit
+        room = len(state.window) < state.config.options.max_in_flight
         if room and state.cursor < state.next_seq:
             times.append(state.next_attempt_at)  # the rate limit's gate (0: now)
     return times
