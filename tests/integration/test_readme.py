@@ -8,7 +8,7 @@ saved as NAME there (a later block runs it); `<!-- readme-test: skip (why) -->`
 leaves a block out and must say why. What the harness changes, and only that:
 - the line `export DISPATCHER_API_TOKEN=...` becomes the `export` lines the
   banner printed (the README tells the reader to paste those);
-- the well-known ports (8080, 9092, 9000-9005) become free ones, so the suite
+- the well-known ports (8080, 9092, 9000-9006) become free ones, so the suite
   can run beside a developer's own `make run`;
 - `.venv` is the virtualenv the suite runs in;
 - `curl` fails on an HTTP error (`--fail-with-body`), so a refused call fails
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNNABLE = {"sh", "python", "js"}
 # Aliases would slip past the runner unnoticed: a README block uses the names above.
 NOT_ALLOWED = {"bash", "shell", "console", "py", "python3", "javascript", "node"}
-PORTS = ("8080", "9092", "9000", "9001", "9002", "9003", "9004", "9005")
+PORTS = ("8080", "9092", "9000", "9001", "9002", "9003", "9004", "9005", "9006")
 FENCE = re.compile(r"(?:<!-- readme-test: (?P<mark>[^>]*?) -->\n)?^```(?P<lang>\S*)\n(?P<body>.*?)^```$",
                    re.S | re.M)
 TOKEN_LINE = re.compile(r"^export DISPATCHER_API_TOKEN=\.\.\..*$", re.M)
