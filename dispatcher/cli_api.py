@@ -16,7 +16,7 @@ import argparse
 import asyncio
 import os
 import sys
-from typing import Any
+from typing import Any, get_args
 
 import aiohttp
 import orjson
@@ -26,7 +26,7 @@ from . import cli_commands as run
 from . import cli_types as argtype
 from .cli_commands import NotReady, UsageError
 from .cli_output import as_json, escape, is_safe, readable
-from .client import ApiError, DispatcherClient
+from .client import ApiError, Concurrency, DeliveryControl, DispatcherClient, Ordering
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -152,8 +152,17 @@ def _receiver_options(parser: argparse.ArgumentParser) -> None:
     add("--verify", action=argparse.BooleanOptionalAction, help="verify the endpoint with a challenge")
     add("--rate-limit", type=argtype.finite, metavar="PER_SECOND", help="deliveries a second (0: no limit)")
     add("--batch-max", type=argtype.positive, metavar="N", help="events per POST (above 1: batches)")
-    add("--ordering", choices=["strict", "none"])
-    add("--max-in-flight", type=argtype.positive, metavar="N", help="concurrent POSTs (ordering none)")
+    add("--ordering", choices=get_args(Ordering))
+    add("--max-in-flight", type=argtype.positive, metavar="N",
+        help="concurrent POSTs (ordering none): the ceiling of an adaptive window")
+    add("--concurrency", choices=get_args(Concurrency),
+        help="ordering none: adaptive (default) grows and cuts the in-flight window with the receiver's "
+        "answers; fixed keeps --max-in-flight out")
+    add("--delivery-control", choices=get_args(DeliveryControl),
+        help="obey (default) or ignore the receiver's webhook-delivery-control answer header "
+        "(pause, max-in-flight, rate, disable)")
+    add("--heartbeat-interval", type=argtype.finite, metavar="SECONDS",
+        help="seconds idle before a signed webhook.heartbeat carrying the last seq (1..86400; 0: none)")
     add("--set", action="append", type=argtype.field, dest="set_fields", metavar="FIELD=JSON",
         help='any body field, as JSON: --set \'retry={"max_attempts": 5}\'; repeat for more')
     add("--config", type=argtype.json_object, metavar="JSON|@FILE",

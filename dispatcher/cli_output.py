@@ -2,7 +2,7 @@ r"""The CLI's readable form of an API answer: indented `key: value` lines, table
 
 Nothing is cut: a long string stays whole (the terminal wraps it), a multi-line
 one is printed as an indented block. None prints as `-`, an empty list or
-object as `(none)`; a time (`at`, `*_at`: epoch seconds) also in UTC. `--json`
+object as `(none)`; a time (`at`, `*_at`, `*_until`: epoch seconds) also in UTC. `--json`
 bypasses all of this and prints the answer as is.
 
 A receiver's answer reaches the terminal through here, so no control character
@@ -145,7 +145,8 @@ def table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
 
 
 def _is_time(key: str, value: Any) -> bool:
-    return (key == "at" or key.endswith("_at")) and isinstance(value, int | float) and value > 0
+    timed = key == "at" or key.endswith(("_at", "_until"))  # paused_until: a time, as next_at is
+    return timed and isinstance(value, int | float) and value > 0
 
 
 def _utc(epoch: float) -> str:

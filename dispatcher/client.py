@@ -77,6 +77,8 @@ ERROR_TEXT_MAX = 2000  # characters of a non-JSON error body (a proxy's HTML pag
 Signing = Literal["hmac-sha256", "ed25519"]
 Ordering = Literal["strict", "none"]
 Overflow = Literal["", "dead_letter_oldest", "reject"]
+Concurrency = Literal["adaptive", "fixed"]
+DeliveryControl = Literal["obey", "ignore"]
 
 
 class Unset(enum.Enum):
@@ -202,7 +204,9 @@ class DispatcherClient:
         ordering: Ordering | Unset = UNSET, max_in_flight: int | Unset = UNSET,
         rate_limit: float | Unset | None = UNSET, batch_max: int | Unset = UNSET,
         batch_max_bytes: int | Unset = UNSET, backlog_max: int | Unset = UNSET,
-        backlog_max_bytes: int | Unset = UNSET, backlog_overflow: Overflow | Unset = UNSET, **extra: Any,
+        backlog_max_bytes: int | Unset = UNSET, backlog_overflow: Overflow | Unset = UNSET,
+        concurrency: Concurrency | Unset = UNSET, delivery_control: DeliveryControl | Unset = UNSET,
+        heartbeat_interval: float | Unset | None = UNSET, **extra: Any,
     ) -> dict[str, Any]:
         """Create (or, with an existing `id`, replace) a receiver: its view, with the new secret shown once.
 
@@ -214,6 +218,8 @@ class DispatcherClient:
             "retry": retry, "ordering": ordering, "max_in_flight": max_in_flight, "rate_limit": rate_limit,
             "batch_max": batch_max, "batch_max_bytes": batch_max_bytes, "backlog_max": backlog_max,
             "backlog_max_bytes": backlog_max_bytes, "backlog_overflow": backlog_overflow,
+            "concurrency": concurrency, "delivery_control": delivery_control,
+            "heartbeat_interval": heartbeat_interval,
         }
         return await self.request("POST", "/v1/receivers", {**_given(fields), **extra})
 
@@ -225,7 +231,9 @@ class DispatcherClient:
         ordering: Ordering | Unset = UNSET, max_in_flight: int | Unset = UNSET,
         rate_limit: float | Unset | None = UNSET, batch_max: int | Unset = UNSET,
         batch_max_bytes: int | Unset = UNSET, backlog_max: int | Unset = UNSET,
-        backlog_max_bytes: int | Unset = UNSET, backlog_overflow: Overflow | Unset = UNSET, **extra: Any,
+        backlog_max_bytes: int | Unset = UNSET, backlog_overflow: Overflow | Unset = UNSET,
+        concurrency: Concurrency | Unset = UNSET, delivery_control: DeliveryControl | Unset = UNSET,
+        heartbeat_interval: float | Unset | None = UNSET, **extra: Any,
     ) -> dict[str, Any]:
         """PATCH the named fields (None sends null: `tenant=None` clears it): the receiver's view.
 
@@ -237,6 +245,8 @@ class DispatcherClient:
             "retry": retry, "ordering": ordering, "max_in_flight": max_in_flight, "rate_limit": rate_limit,
             "batch_max": batch_max, "batch_max_bytes": batch_max_bytes, "backlog_max": backlog_max,
             "backlog_max_bytes": backlog_max_bytes, "backlog_overflow": backlog_overflow,
+            "concurrency": concurrency, "delivery_control": delivery_control,
+            "heartbeat_interval": heartbeat_interval,
         }
         return await self.request("PATCH", _receiver_path(receiver_id), {**_given(fields), **extra})
 

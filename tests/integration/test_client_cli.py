@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 import pytest
@@ -18,9 +19,19 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from dispatcher.broker import EmbeddedBroker
-from dispatcher.client import OPERATIONS, ApiError, DispatcherClient, DispatcherProducer
+from dispatcher.client import (
+    OPERATIONS,
+    ApiError,
+    Concurrency,
+    DeliveryControl,
+    DispatcherClient,
+    DispatcherProducer,
+    Ordering,
+    Overflow,
+)
 from dispatcher.domain.events import copy_id
 from tests.harness import TOKEN, Delivery, Receiver, WorkerProcess, first_copies, wait_until, wait_until_read
+from web.openapi import build
 
 
 async def test_client_covers_a_receivers_life(worker: WorkerProcess) -> None:
@@ -431,3 +442,125 @@ async def test_a_receivers_answer_reaches_the_terminal_escaped(worker: WorkerPro
             assert not set(run.stdout) & set("\x1b\x07\u202e"), (args, run.stdout)
     finally:
         await runner.cleanup()
+
+
+def test_the_client_takes_every_receiver_field_of_the_api_document() -> None:
+    """create_receiver and update_receiver name each body field of the API document, typed alike, and
+    their Literal types hold the document's choices (the CLI's --ordering, --concurrency and
+    --delivery-control take theirs from them)."""
+    schemas = build()["components"]["schemas"]
+    create = inspect.signature(DispatcherClient.create_receiver).parameters
+    update = inspect.signature(DispatcherClient.update_receiver).parameters
+    assert set(schemas["ReceiverCreate"]["properties"]) == set(create) - {"self", "extra"}
+    assert set(schemas["ReceiverPatch"]["properties"]) == set(update) - {"self", "receiver_id", "extra"}
+    for name in schemas["ReceiverPatch"]["properties"]:
+        if name != "url":  # required to create, optional to update
+            assert create[name].annotation == update[name].annotation, name
+    fields = schemas["ReceiverPatch"]["properties"]
+    for name, literal in (("ordering", Ordering), ("backlog_overflow", Overflow),
+                          ("concurrency", Concurrency), ("delivery_control", DeliveryControl)):
+        assert list(get_args(literal)) == fields[name]["enum"], name
+
+
+async def test_client_sets_concurrency_delivery_control_and_heartbeats(worker: WorkerProcess) -> None:
+    server = await Receiver().start()
+    try:
+        async with DispatcherClient(worker.url, TOKEN) as api:
+            made = await api.create_receiver(server.url("steer"), ordering="none", max_in_flight=3,
+                                             concurrency="fixed", delivery_control="ignore",
+                                             heartbeat_interval=600)
+            rid = made["id"]
+            chosen = ("concurrency", "delivery_control", "heartbeat_interval")
+            assert [made[k] for k in chosen] == ["fixed", "ignore", 600.0]
+            state = (await api.get_receiver(rid))["state"]
+            assert {k: state["concurrency"][k] for k in ("mode", "window", "ceiling", "cuts")} == {
+                "mode": "fixed", "window": 3, "ceiling": 3, "cuts": 0}
+            nothing_asked = {"paused_until": None, "max_in_flight": None, "rate": None, "last_at": None,
+                             "last": None}
+            assert state["delivery_control"] == {"mode": "ignore", **nothing_asked}
+            beat = state["heartbeat"]
+            assert (beat["interval"], beat["sent"], beat["last_at"]) == (600.0, 0, None)
+            assert beat["next_at"] > time.time() + 500, "due an interval after it became active"
+
+            changed = await api.update_receiver(rid, concurrency="adaptive", delivery_control="obey",
+                                                heartbeat_interval=None)
+            assert [changed[k] for k in chosen] == ["adaptive", "obey", 0.0], "null: no heartbeats"
+            state = (await api.receiver_state(rid))
+            assert (state["concurrency"]["mode"], state["heartbeat"]) == ("adaptive", None)
+            assert state["delivery_control"]["mode"] == "obey"
+            await api.update_receiver(rid, ordering="strict")
+            state = (await api.get_receiver(rid))["state"]
+            assert state["concurrency"] is None, "ordered: one at a time, no window"
+            with pytest.raises(ApiError) as info:
+                await api.update_receiver(rid, concurrency="sometimes")  # type: ignore[arg-type]
+            assert (info.value.status, info.value.field) == (422, "concurrency")
+            with pytest.raises(ApiError) as info:
+                await api.update_receiver(rid, heartbeat_interval=0.5)
+            assert (info.value.status, info.value.field) == (422, "heartbeat_interval")
+    finally:
+        await server.stop()
+
+
+STEER = "pause=60, max-in-flight=2, rate=50, bogus=1"
+
+
+async def test_cli_sets_the_options_and_shows_what_the_receiver_asked(worker: WorkerProcess) -> None:
+    async def steer(path: str, delivery: Delivery) -> int | tuple[int, dict[str, str]]:
+        return (200, {"Webhook-Delivery-Control": STEER}) if delivery.seq == 1 else 200
+
+    server = await Receiver(steer).start()
+
+    async def run(*args: str, status: int = 0) -> str:
+        done = await asyncio.to_thread(cli, worker, *args)
+        assert done.returncode == status, (args, done.stdout, done.stderr)
+        return done.stdout if status == 0 else done.stderr
+
+    def heartbeats() -> list[Delivery]:
+        return [d for d in server.completed if d.headers.get("webhook-event-type") == "webhook.heartbeat"]
+
+    try:
+        create = ["receivers", "create", server.url("cli-steer"), "--ordering", "none", "--max-in-flight",
+                  "4", "--concurrency", "fixed", "--delivery-control", "ignore", "--heartbeat-interval", "1",
+                  "--json"]
+        made = orjson.loads(await run(*create))
+        rid = made["id"]
+        chosen = (made["concurrency"], made["delivery_control"], made["heartbeat_interval"])
+        assert chosen == ("fixed", "ignore", 1.0)
+        await wait_until(lambda: len(heartbeats()) >= 1, 30, "a heartbeat to the idle receiver")
+        assert orjson.loads(heartbeats()[0].body)["data"]["last_seq"] == 0
+        updated = set((await run("receivers", "update", rid, "--concurrency", "adaptive",
+                                 "--delivery-control", "obey")).splitlines())
+        assert {"concurrency: adaptive", "delivery_control: obey", "heartbeat_interval: 1.0"} <= updated
+        refused = await run("receivers", "update", rid, "--concurrency", "sometimes", status=2)
+        assert "invalid choice" in refused
+
+        await run("send", rid, "steer.x", '{"n": 1}')
+        asked = ("receivers", "show", rid, "--field", "state.delivery_control.last")
+        await wait_until_text(run, asked, "pause")
+        shown = await run("receivers", "show", rid)
+        lines = shown.splitlines()
+        state = lines[lines.index("state:"):]
+        for line in ("  concurrency:", "    mode: adaptive", "    ceiling: 4", "    cuts: 0",
+                     "  delivery_control:", "    mode: obey", "    max_in_flight: 2", "    rate: 50.0",
+                     "  heartbeat:", "    interval: 1.0"):
+            assert line in state, (line, shown)
+        window = next(x for x in state if x.startswith("    window: "))
+        assert int(window.removeprefix("    window: ")) in (1, 2), "at most the 2 the receiver asked for"
+        paused = next(x for x in state if x.startswith("    paused_until: "))
+        assert paused.endswith(" UTC)"), "a time, also in UTC"
+        last = next(x for x in state if x.startswith("    last: "))
+        assert all(part in last for part in ("unknown directive 'bogus' skipped", "pause 60s",
+                                             "max-in-flight 2", "rate 50/s")), last
+        sent = next(x for x in state if x.startswith("    sent: "))
+        assert int(sent.removeprefix("    sent: ")) >= 1
+        logged = (await run("receivers", "attempts", rid)).splitlines()
+        assert f"    control: webhook-delivery-control: {last.removeprefix('    last: ')}" in logged
+        assert "    kind: heartbeat" in logged
+
+        off = await run("receivers", "update", rid, "--heartbeat-interval", "0", "--delivery-control",
+                        "ignore")
+        assert {"heartbeat_interval: 0.0", "delivery_control: ignore"} <= set(off.splitlines())
+        state = (await run("receivers", "show", rid)).split("\nstate:\n", 1)[1].splitlines()
+        assert {"  heartbeat: -", "    mode: ignore"} <= set(state)
+    finally:
+        await server.stop()
