@@ -165,6 +165,27 @@ async def test_find_a_receiver_by_search_and_see_its_last_response(
     await console.screenshot(path=shots / "receiver.png", full_page=True)
 
 
+async def test_the_receiver_page_shows_its_window_what_it_asked_and_heartbeats(
+    console: Any, api: Api, recv: Receiver, worker: WorkerProcess
+) -> None:
+    path = unique("asked")
+
+    async def steer(delivery: Delivery) -> tuple[int, dict[str, str]]:
+        return 200, {"Webhook-Delivery-Control": "max-in-flight=2, rate=5"}
+
+    recv.behaviours[path] = steer  # type: ignore[attr-defined]
+    options = {"ordering": "none", "max_in_flight": 4, "heartbeat_interval": 3600}
+    rid = (await api.create_receiver(recv.url(path), **options))["id"]
+    await api.call("POST", "/v1/messages", {"receiver_id": rid, "event_type": "t.asked", "payload": {}})
+    await console.goto(f"{worker.url}/ui/receivers/{rid}")
+    await reload_until(console, "#asked-cap", lambda text: text == "2", "the cap the receiver asked for")
+    assert await console.inner_text("#asked-rate") == "5/s"
+    assert (await console.inner_text("#window")).endswith(" of 4 (adaptive)")
+    assert await console.inner_text("#heartbeats-sent") == "0"
+    control = await console.locator("#attempts td.control").first.inner_text()
+    assert control == "webhook-delivery-control: max-in-flight 2; rate 5/s"
+
+
 async def test_pause_holds_messages_and_resume_drains_them_in_order(
     console: Any, api: Api, recv: Receiver, worker: WorkerProcess
 ) -> None:

@@ -14,7 +14,7 @@
     const row = body.insertRow(0);
     const when = new Date(a.at * 1000).toISOString().replace("T", " ").slice(0, 19);
     const cells = [when, a.receiver_id, a.kind, a.seq || "", a.attempt, a.status || a.error,
-      Math.round(a.latency_ms) + " ms"];
+      Math.round(a.latency_ms) + " ms", a.control || ""];
     cells.forEach(function (text, i) {
       const cell = row.insertCell();
       if (i === 1) {

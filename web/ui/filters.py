@@ -1,4 +1,4 @@
-"""Jinja filters: times, ages, hosts and JSON as text (autoescaped like everything else)."""
+"""Jinja filters: times, ages, hosts, JSON and window changes as text (autoescaped like everything else)."""
 
 from __future__ import annotations
 
@@ -57,6 +57,22 @@ def percent(ratio: float | None) -> str:
     return "—" if ratio is None else f"{ratio * 100:.1f} %"
 
 
+# Why an adaptive in-flight window last changed (dispatcher/domain/aimd.py), for a person.
+WINDOW_REASONS = {
+    "start": "started at 1", "grew": "grew after a run of fast answers",
+    "ceiling": "lowered to max_in_flight", "429": "halved on a 429 answer", "503": "halved on a 503 answer",
+    "timeout": "halved on a timeout", "latency": "halved on an answer slower than the baseline",
+}
+
+
+def window_reason(reason: str | None) -> str:
+    """Why the window last changed, in words; a reason this console does not know, as it is."""
+    if not reason:
+        return "—"
+    return WINDOW_REASONS.get(reason, reason)
+
+
 FILTERS = {
     "when": when, "age": age, "ago": ago, "host": host, "as_json": as_json, "percent": percent, "ms": ms,
+    "window_reason": window_reason,
 }

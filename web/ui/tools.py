@@ -96,6 +96,6 @@ async def tail_stream(ui: Ui) -> web.StreamResponse:
 
 def _row(attempt: dict[str, Any]) -> dict[str, Any]:
     keep = ("receiver_id", "number", "kind", "seq", "msg_id", "attempt", "ok", "status", "error",
-            "latency_ms", "at")
+            "latency_ms", "at", "control")
     return {k: attempt.get(k) for k in keep}
 
