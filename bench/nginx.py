@@ -41,8 +41,7 @@ http {{
     log_format hooks '$msec $uri $http_webhook_id $http_webhook_sequence';
     access_log {prefix}/access.log hooks buffer=256k flush=50ms;
     server {{
-        listen 127.0.0.1:{port} backlog=4096 reuseport;
-        location / {{ return 200 "ok"; }}
+{listens}{tls}        location / {{ return 200 "ok"; }}
     }}
 }}
 """
@@ -75,12 +74,30 @@ class Hit:
     seq: int
 
 
-class NginxReceiver:
-    """One nginx process (started and stopped here, by PID) on 127.0.0.1:port."""
+# TLS as a receiver would set it up: TLS 1.2 and 1.3, sessions resumable (tickets and a cache).
+TLS = """\
+        ssl_certificate {chain};
+        ssl_certificate_key {chain};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_cache shared:hooks:10m;
+        ssl_session_timeout 10m;
+"""
 
-    def __init__(self, prefix: Path, port: int) -> None:
+
+class NginxReceiver:
+    """One nginx process (started and stopped here, by PID) on 127.0.0.1:port.
+
+    `origins`: the (address, port) pairs it listens on instead (any 127/8 address is loopback),
+    one receiver behind many origins; `url` is then the first's. `tls_chain`: a PEM file with the private key
+    and the certificate chain; every origin then speaks HTTPS.
+    """
+
+    def __init__(self, prefix: Path, port: int, origins: list[tuple[str, int]] | None = None,
+                 tls_chain: Path | None = None) -> None:
         self.prefix = prefix
         self.port = port
+        self.origins = origins or [("127.0.0.1", port)]
+        self.tls_chain = tls_chain
         self.log_path = prefix / "access.log"
         self._process: subprocess.Popen[bytes] | None = None
         self._read_at = 0
@@ -88,13 +105,22 @@ class NginxReceiver:
         self.hits: list[Hit] = []
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{path}"
+        return self.origin_url(0, path)
+
+    def origin_url(self, origin: int, path: str) -> str:
+        """The URL of `path` at the `origin`-th (address, port) this nginx listens on."""
+        host, port = self.origins[origin % len(self.origins)]
+        return f"{'https' if self.tls_chain else 'http'}://{host}:{port}/{path}"
 
     def start(self) -> NginxReceiver:
         binary = ensure_nginx()
         self.prefix.mkdir(parents=True, exist_ok=True)
         conf = self.prefix / "nginx.conf"
-        conf.write_text(CONFIG.format(prefix=self.prefix, port=self.port))
+        ssl = " ssl" if self.tls_chain else ""
+        listens = "".join(f"        listen {host}:{port} backlog=4096 reuseport{ssl};\n"
+                          for host, port in self.origins)
+        tls = TLS.format(chain=self.tls_chain) if self.tls_chain else ""
+        conf.write_text(CONFIG.format(prefix=self.prefix, listens=listens, tls=tls))
         self._process = subprocess.Popen(
             [str(binary), "-p", str(self.prefix), "-c", str(conf)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
@@ -103,7 +129,9 @@ class NginxReceiver:
         while time.monotonic() < deadline:  # bounded: listening within 10 s or fail
             if self._process.poll() is not None:
                 raise RuntimeError(f"nginx exited; see {self.prefix / 'error.log'}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
+            with contextlib.suppress(OSError):
+                for host, port in self.origins:
+                    socket.create_connection((host, port), 0.2).close()
                 return self
             time.sleep(0.05)
         raise TimeoutError("nginx did not listen within 10 s")

@@ -24,6 +24,8 @@ Figures are printed, never asserted; the JSON of every run goes to bench/results
     python -m bench --quick              # tiny sizes, a smoke run of a minute
     python -m bench --only drain,latency
     python -m bench --only ceiling,drain --workers 2   # the drain by two workers in one group
+    python -m bench --only tls,hosts,workers,restart   # bench/perf2.py: HTTPS, 100 origins,
+                                                       # 1 and 2 workers, the restart gap
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import ssl
 import statistics
 import tempfile
 import time
@@ -49,12 +52,15 @@ from dispatcher.domain.records import Message, ReceiverConfig, encode_message_re
 from dispatcher.partitioning import partitioner
 from tests.harness import Api, WorkerProcess, new_app_id
 
+from . import perf2
 from .floor import FETCH_MAX_WAIT_MS, consume_and_post, create_topic
 from .isolation import percentiles
 from .nginx import Hit, NginxReceiver
 from .runs import RESULTS, run_on, save, worker_loop
 
 SCENARIOS = ("ceiling", "floor", "drain", "latency", "ingest", "memory", "recovery")
+# Chosen by name only (`--only`), each beside its own ceiling: bench/perf2.py.
+EXTRA_SCENARIOS = perf2.SCENARIOS
 TICKS = os.sysconf("SC_CLK_TCK")
 PARTITIONS = 8  # the worker's default
 HEAP_TRIM = 2.0  # seconds between heap trims of the memory scenario's worker
@@ -194,14 +200,17 @@ class Bench:
                                 max_request_size=8 << 20)
 
     async def register(self, app_id: str, worker: WorkerProcess, count: int, path: str = "r",
-                       start: int = 0) -> list[str]:
-        """Register `count` receivers by producing their upsert records (the API's) to the commands topic."""
+                       start: int = 0, url: Callable[[str], str] | None = None) -> list[str]:
+        """Register `count` receivers by producing their upsert records (the API's) to the commands topic.
+
+        Receiver n's URL is `url(f"{path}{n}")` (default: this run's nginx)."""
         ids = [f"rcv_b{start + i:08d}" for i in range(count)]
+        url_of = url or self.nginx.url
         now = time.time()
         async with self.producer() as producer:
             pending = []
             for i, rid in enumerate(ids):
-                config = ReceiverConfig(rid, self.nginx.url(f"{path}{start + i}"), "whsec_" + "A" * 32,
+                config = ReceiverConfig(rid, url_of(f"{path}{start + i}"), "whsec_" + "A" * 32,
                                         created_at=now)
                 pending.append(await producer.send(f"{app_id}.commands", encode_upsert_record(config),
                                                    rid.encode()))
@@ -263,33 +272,46 @@ async def wait_for_read(
 # scenarios ---------------------------------------------------------------------------
 
 
-async def ceiling(bench: Bench) -> dict[str, Any]:
-    """Bare aiohttp: the same bodies to the same paths, one in flight per path, no broker, no signing."""
+async def ceiling_once(bench: Bench, prefix: str, url: Callable[[str], str] | None = None,
+                       ssl_context: ssl.SSLContext | None = None) -> dict[str, float]:
+    """One ceiling run: bare aiohttp POSTs the drain's bodies to paths `<prefix><i>` (`url`: the
+    receiver's URL of a path, default this run's nginx), one in flight per path."""
     n, r = bench.sizes["messages"], bench.sizes["receivers"]
+    url_of = url or bench.nginx.url
     body = orjson.dumps({"type": "bench.drain", "timestamp": "2026-01-01T00:00:00Z",
                          "data": body_of(bench.sizes["body_bytes"])})
-    runs = []
-    for repeat in range(bench.sizes["repeats"]):
-        connector = aiohttp.TCPConnector(limit=r, limit_per_host=r)
-        async with aiohttp.ClientSession(connector=connector) as session:
+    connector = aiohttp.TCPConnector(limit=r, limit_per_host=r, ssl=ssl_context if ssl_context else True)
+    async with aiohttp.ClientSession(connector=connector) as session:
 
-            async def one_path(i: int, per: int, repeat: int = repeat) -> None:
-                url = bench.nginx.url(f"ceiling{repeat}_{i}")
-                for seq in range(1, per + 1):
-                    headers = {"content-type": "application/json", "webhook-id": f"c{repeat}_{i}_{seq}",
-                               "webhook-sequence": str(seq)}
-                    async with session.post(url, data=body, headers=headers) as resp:
-                        await resp.read()
-                        assert resp.status == 200
+        async def one_path(i: int, per: int) -> None:
+            target = url_of(f"{prefix}{i}")
+            for seq in range(1, per + 1):
+                headers = {"content-type": "application/json", "webhook-id": f"{prefix}{i}_{seq}",
+                           "webhook-sequence": str(seq)}
+                async with session.post(target, data=body, headers=headers) as resp:
+                    await resp.read()
+                    assert resp.status == 200
 
-            cpu0, t0 = time.process_time(), time.perf_counter()
-            await asyncio.gather(*(one_path(i, n // r) for i in range(r)))
-            elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-        runs.append({"per_s": (n // r * r) / elapsed, "cpu_s_per_1000": cpu / (n // r * r) * 1000})
-        progress(f"  ceiling run {repeat + 1}: {runs[-1]['per_s']:,.0f}/s")
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(one_path(i, n // r) for i in range(r)))
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    return {"per_s": (n // r * r) / elapsed, "cpu_s_per_1000": cpu / (n // r * r) * 1000}
+
+
+def ceiling_figures(bench: Bench, runs: list[dict[str, float]]) -> dict[str, Any]:
+    n, r = bench.sizes["messages"], bench.sizes["receivers"]
     return {"messages": n // r * r, "receivers": r,
             "per_s": spread([x["per_s"] for x in runs], 0),
             "client_cpu_s_per_1000": spread([x["cpu_s_per_1000"] for x in runs], 3)}
+
+
+async def ceiling(bench: Bench) -> dict[str, Any]:
+    """Bare aiohttp: the same bodies to the same paths, one in flight per path, no broker, no signing."""
+    runs = []
+    for repeat in range(bench.sizes["repeats"]):
+        runs.append(await ceiling_once(bench, f"ceiling{repeat}_"))
+        progress(f"  ceiling run {repeat + 1}: {runs[-1]['per_s']:,.0f}/s")
+    return ceiling_figures(bench, runs)
 
 
 async def floor(bench: Bench, result: dict[str, Any]) -> dict[str, Any]:
@@ -315,38 +337,98 @@ async def floor(bench: Bench, result: dict[str, Any]) -> dict[str, Any]:
     return {**repeated(bench, runs, result), "fetch_max_wait_ms": FETCH_MAX_WAIT_MS}
 
 
-async def drain_once(bench: Bench, repeat: int) -> tuple[dict[str, Any], WorkerProcess, list[str], str]:
-    """One drain run: register, stop the worker, produce the backlog, start a worker, time the drain."""
+async def drain_once(bench: Bench, repeat: int, tag: str = "drain", receiver: NginxReceiver | None = None,
+                     workers: int | None = None, env: dict[str, str] | None = None,
+                     url: Callable[[str], str] | None = None,
+                     ) -> tuple[dict[str, Any], WorkerProcess, list[str], str]:
+    """One drain run: register, stop the worker, produce the backlog, start the workers, time the drain.
+
+    `tag` names the run's paths and data dirs; `receiver` is the nginx the receivers' URLs point at
+    (default this run's), `url` a path's URL there (default its first origin); `workers` drain it
+    together (default `--workers`); `env` goes to each worker.
+    """
     n, r = bench.sizes["messages"], bench.sizes["receivers"]
+    nginx = receiver or bench.nginx
+    count = bench.workers if workers is None else workers
+    extra = env or {}
     app_id = new_app_id()
-    worker = bench.worker(app_id, f"drain{repeat}")
+    worker = bench.worker(app_id, f"{tag}{repeat}", **extra)
     await worker.wait_ready()
-    prefix = f"drain{repeat}_"
-    ids = await bench.register(app_id, worker, r, path=prefix)
+    prefix = f"{tag}{repeat}_"
+    ids = await bench.register(app_id, worker, r, path=prefix, url=url or nginx.url)
     worker.stop()
-    progress(f"  drain run {repeat + 1}: producing {n:,} messages to {r:,} receivers, no worker running")
+    progress(f"  {tag} run {repeat + 1}: producing {n:,} messages to {r:,} receivers, no worker running")
     counts = await bench.produce_messages(app_id, ids, n // r, body_of(bench.sizes["body_bytes"]))
     total = sum(counts.values())
-    first_hit = len(bench.nginx.read())
-    # The first on the same data dir (a restart); with --workers N the others join its consumer
+    first_hit = len(nginx.read())
+    # The first on the same data dir (a restart); with several workers the others join its consumer
     # group at the same moment (one group generation) and recover their partitions from the changelog.
-    workers = [bench.worker(app_id, f"drain{repeat}" + (f"w{k}" if k else ""))
-               for k in range(bench.workers)]
-    worker = workers[0]
-    pids = [w.process.pid for w in workers if w.process is not None]
+    started = time.time()
+    group = [bench.worker(app_id, f"{tag}{repeat}" + (f"w{k}" if k else ""), **extra) for k in range(count)]
+    worker = group[0]
+    pids = [w.process.pid for w in group if w.process is not None]
 
-    def mine() -> list[Hit]:
-        return [h for h in bench.nginx.read()[first_hit:] if h.path.startswith(prefix)]
-
-    await wait_for(lambda: bool(mine()), 120, "the first delivery", 0.005)
-    cpu_first = sum(cpu_seconds(pid) for pid in pids)
-    await wait_for(lambda: len({h.msg_id for h in mine()}) >= total, 600, "the drain")
-    cpu_last = sum(cpu_seconds(pid) for pid in pids)
+    tally = Tally(nginx, prefix, first_hit)
+    await wait_for(lambda: tally.update() > 0, 120, "the first delivery", 0.005)
+    cpu_first, bench_cpu_first = sum(cpu_seconds(pid) for pid in pids), time.process_time()
+    await wait_for(lambda: tally.update() >= total, 600, "the drain")
+    cpu_last, bench_cpu_last = sum(cpu_seconds(pid) for pid in pids), time.process_time()
     await asyncio.sleep(0.2)  # the access log flushes every 50 ms
-    run = arrivals(mine(), prefix, counts, cpu_last - cpu_first)
-    progress(f"  drain run {repeat + 1}: {run['per_s']:,.0f}/s, {run['cpu_s_per_1000']:.3f} CPU s/1000, "
-             f"lost {run['lost']}, out of order {run['out_of_order']}")
+    tally.update()
+    hits = tally.hits
+    run = {**arrivals(hits, prefix, counts, cpu_last - cpu_first), "workers": count,
+           "start_to_first_delivery_s": round(min(h.at for h in hits) - started, 2) if hits else None,
+           "bench_cpu_s": round(bench_cpu_last - bench_cpu_first, 3)}
+    if count > 1:  # where the span goes: each worker's share, first and last delivery
+        run["per_worker"] = await per_worker(group, hits, ids, prefix, min(h.at for h in hits))
+    progress(f"  {tag} run {repeat + 1} ({count} worker{'s' if count > 1 else ''}): {run['per_s']:,.0f}/s, "
+             f"{run['cpu_s_per_1000']:.3f} CPU s/1000, lost {run['lost']}, "
+             f"out of order {run['out_of_order']}, "
+             f"first delivery {run['start_to_first_delivery_s']} s after the start")
     return run, worker, ids, app_id
+
+
+class Tally:
+    """The hits nginx logged under a path prefix and their distinct messages, read as the log grows
+    (the drain's wait re-read all of them every 20 ms: the bench's own CPU, taken from the workers)."""
+
+    def __init__(self, nginx: NginxReceiver, prefix: str, start: int) -> None:
+        self.nginx, self.prefix, self.at = nginx, prefix, start
+        self.hits: list[Hit] = []
+        self.ids: set[str] = set()
+
+    def update(self) -> int:
+        """The distinct messages so far."""
+        hits = self.nginx.read()
+        for hit in hits[self.at:]:
+            if hit.path.startswith(self.prefix):
+                self.hits.append(hit)
+                self.ids.add(hit.msg_id)
+        self.at = len(hits)
+        return len(self.ids)
+
+
+async def per_worker(group: list[WorkerProcess], hits: list[Hit], ids: list[str], prefix: str,
+                     t0: float) -> list[dict[str, Any]]:
+    """Each worker's partitions (as it reports them now), deliveries, and first and last delivery
+    (seconds after the run's first)."""
+    partition_of = partitioner(PARTITIONS)
+    owner: dict[int, int] = {}
+    for k, w in enumerate(group):
+        with contextlib.suppress(aiohttp.ClientError):
+            for partition in (await w.readyz()).get("partitions", []):
+                owner[partition] = k
+    out: list[dict[str, Any]] = [{"partitions": sorted(p for p, o in owner.items() if o == k), "delivered": 0}
+                                 for k in range(len(group))]
+    for hit in hits:
+        held_by = owner.get(partition_of(ids[int(hit.path.removeprefix(prefix))]))
+        if held_by is None:
+            continue
+        mine = out[held_by]
+        mine["delivered"] += 1
+        at = round(hit.at - t0, 3)
+        mine["first_s"], mine["last_s"] = min(mine.get("first_s", at), at), max(mine.get("last_s", at), at)
+    return out
 
 
 async def drain(bench: Bench, result: dict[str, Any]) -> dict[str, Any]:
@@ -382,15 +464,21 @@ async def running_worker(bench: Bench, receivers: int) -> tuple[WorkerProcess, l
 async def latency(bench: Bench) -> dict[str, Any]:
     """`rate` messages a second through POST /v1/messages for `seconds`, round-robin over the receivers."""
     worker, ids = await running_worker(bench, bench.sizes["receivers"])
+    return await paced(bench, worker, ids, bench.nginx)
+
+
+async def paced(bench: Bench, worker: WorkerProcess, ids: list[str], nginx: NginxReceiver,
+                tag: str = "lat") -> dict[str, Any]:
+    """The latency scenario on a given worker, its receivers `ids` served by `nginx`."""
     rate, seconds = bench.sizes["rate"], bench.sizes["seconds"]
     api = Api(worker.url)
     answered: dict[str, tuple[float, float]] = {}  # msg id -> (call start, 202 received)
     payload = body_of(bench.sizes["body_bytes"])
-    start_hits = len(bench.nginx.read())
+    start_hits = len(nginx.read())
     try:
         async def send(n: int) -> None:
             rid = ids[n % len(ids)]
-            msg_id = f"lat_{n}"
+            msg_id = f"{tag}_{n}"
             body = {"receiver_id": rid, "event_type": "bench.paced", "payload": payload, "id": msg_id}
             t0 = time.time()
             status, _ = await api.call("POST", "/v1/messages", body)
@@ -406,7 +494,7 @@ async def latency(bench: Bench) -> dict[str, Any]:
 
         def arrived() -> dict[str, Hit]:
             found: dict[str, Hit] = {}
-            for h in bench.nginx.read()[start_hits:]:
+            for h in nginx.read()[start_hits:]:
                 if h.msg_id in answered:
                     found.setdefault(h.msg_id, h)
             return found
@@ -566,7 +654,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = dict(QUICK if args.quick else FULL)
     if args.repeats:
         sizes["repeats"] = args.repeats
-    chosen = [s for s in SCENARIOS if s in args.only]
+    chosen = [s for s in SCENARIOS + EXTRA_SCENARIOS if s in args.only]
     result: dict[str, Any] = {"at": time.time(), "quick": args.quick, "sizes": sizes, "cpus": os.cpu_count(),
                               "cpu": cpu_model(), "event_loop": type(asyncio.get_running_loop()).__module__}
     bench = Bench(args, sizes)
@@ -578,6 +666,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             t0 = time.monotonic()
             if name in ("floor", "drain"):
                 result[name] = await globals()[name](bench, result)
+            elif name in EXTRA_SCENARIOS:
+                result[name] = await getattr(perf2, name)(bench)
             else:
                 result[name] = await globals()[name](bench)
             result[name]["scenario_s"] = round(time.monotonic() - t0, 1)
@@ -648,6 +738,7 @@ def print_table(result: dict[str, Any]) -> None:
                          f"{r['first_delivery_after_kill_s']} s",
                          f"all partitions {r['all_partitions_recovered_after_kill_s']} s; "
                          f"session timeout {r['session_timeout_s']} s"))
+    rows += perf2.table_rows(result)
     width = max(len(r[0]) for r in rows) + 2 if rows else 10
     print(f"\n{result.get('cpus')} x {result.get('cpu', '?')}, event loop {result.get('event_loop', '?')}")
     for label, value, detail in rows:
@@ -658,14 +749,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for the smoke test")
     parser.add_argument("--only", type=lambda s: s.split(","), default=list(SCENARIOS),
-                        help="comma-separated scenarios: " + ",".join(SCENARIOS))
+                        help="comma-separated scenarios: " + ",".join(SCENARIOS)
+                        + " (the default), and " + ",".join(EXTRA_SCENARIOS) + " (bench/perf2.py)")
     parser.add_argument("--repeats", type=int, help="runs of the repeated scenarios (default 3, quick 1)")
     parser.add_argument("--workers", type=int, default=1,
                         help="workers that drain the backlog together, and stay for the scenarios "
                              "after it (default 1)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    unknown = set(args.only) - set(SCENARIOS)
+    unknown = set(args.only) - set(SCENARIOS + EXTRA_SCENARIOS)
     if unknown:
         parser.error(f"--only: unknown scenario(s) {sorted(unknown)}")
     if args.workers < 1:
