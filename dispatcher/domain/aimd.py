@@ -2,8 +2,8 @@
 
 AIMD, as TCP does it: the window starts at 1 and grows by one after a run of
 fast 2xx answers, and halves (never below 1) when the receiver shows
-congestion: a 429 or 503, a timeout, or a 2xx slower than its recent baseline.
-`max_in_flight` is the ceiling. Three refinements keep the window where the
+congestion: a 429 or 503, a timeout, or answers far slower than its baseline.
+`max_in_flight` is the ceiling. Refinements keep the window where the
 receiver can take it instead of saw-toothing below it:
 
 - Slow start: until the first cut, each fast answer grows the window by one,
@@ -14,6 +14,12 @@ receiver can take it instead of saw-toothing below it:
   back by one per fast answer to just below it, then probes upward only after
   `probe_rounds` full windows of fast answers. Past the plateau, the receiver
   has room again: the plateau is forgotten and growth is one per window.
+- Answer times are smoothed, so one slow answer (a pause anywhere) is no
+  signal. The baseline is the receiver's answer time unloaded: it drops to
+  any faster answer at once and rises only from answers with at most
+  `UNLOADED` requests out. Smoothed times past `hold_factor` x the baseline
+  stop growth (a queue is building: more in flight would only wait in it);
+  past `cut_factor` x, the window halves.
 
 Only answers of a full window count towards growth (RFC 7661): a receiver
 sent less than its window says nothing about whether it can take more.
@@ -27,6 +33,8 @@ from typing import Any
 from .delivery_options import FIXED
 from .evolve import evolve
 
+UNLOADED = 2  # requests out at most for an answer time to say what the receiver takes unloaded
+
 # Why the window last changed
 START = "start"
 GREW = "grew"
@@ -36,9 +44,11 @@ CEILING = "ceiling"
 @dataclass(slots=True, frozen=True)
 class AimdPolicy:
     probe_rounds: int = 16  # full windows of fast answers before probing past the last cut
-    latency_factor: float = 1.5  # a 2xx slower than baseline x this (and by latency_slack_ms) is congestion
-    latency_slack_ms: float = 10.0  # so that jitter on a 1 ms answer is not
+    hold_factor: float = 1.5  # smoothed answers slower than baseline x this (and by the slack): no growth
+    cut_factor: float = 3.0  # ... slower than baseline x this (and by twice the slack): halve
+    latency_slack_ms: float = 10.0  # so that jitter on a 1 ms answer is neither
     baseline_rise: float = 0.05  # the baseline follows slower answers by this fraction each (faster: at once)
+    smoothing: float = 0.25  # weight of the newest answer time in the smoothed one the signal reads
 
 
 @dataclass(slots=True, frozen=True)
@@ -53,6 +63,7 @@ class Congestion:
     cut_at: float = 0.0  # answers to requests sent before this are no signal
     reason: str = ""  # why it last changed: start, grew, ceiling, or the signal that cut it
     cuts: int = 0
+    smoothed_ms: float = 0.0  # recent 2xx answer times, smoothed: one slow answer (a pause) is no signal
 
     def view(self, ceiling: int, mode: str) -> dict[str, Any]:
         """For the API and the console."""
@@ -93,26 +104,26 @@ def observe(
     window = min(c.window or 1, ceiling)
     if window != c.window:
         reason = START if not c.window else CEILING
-        c = Congestion(window, min(c.plateau, ceiling), 0, c.baseline_ms, now, c.cut_at, reason, c.cuts)
+        c = evolve(c, window=window, plateau=min(c.plateau, ceiling), run=0, changed_at=now, reason=reason)
     signal = congestion_signal(status, error)
     ok = status is not None and 200 <= status < 300
     if ok:
-        slow = bool(c.baseline_ms) and latency_ms > _slow_after(c.baseline_ms, policy)
-        if slow:
+        prior = c.smoothed_ms
+        smoothed = prior + (latency_ms - prior) * policy.smoothing if prior else latency_ms
+        base = c.baseline_ms
+        slow = bool(base) and smoothed > max(base * policy.hold_factor, base + policy.latency_slack_ms)
+        if slow and smoothed > max(base * policy.cut_factor, base + 2 * policy.latency_slack_ms):
             signal = "latency"
-        if not slow or window == 1:  # at a window of 1 we are not what slows it: it got slower
-            c = _with_baseline(c, latency_ms, policy)
+        c = evolve(c, smoothed_ms=smoothed)
+        if latency_ms < c.baseline_ms or not c.baseline_ms or in_use <= UNLOADED:
+            c = _with_baseline(c, latency_ms, policy)  # lower at once; higher only from a near-idle receiver
     if signal:
         return c if started_at < c.cut_at else _cut(c, signal, now)
     if not ok:
         return evolve(c, run=0) if c.run else c  # a failure that is no congestion: the breaker's business
-    if in_use < c.window:
-        return c  # not using its window: no evidence it could take more
+    if in_use < c.window or slow:
+        return c  # not using its window, or a queue builds: no evidence it could take more
     return _grown(c, ceiling, now, policy)
-
-
-def _slow_after(baseline_ms: float, policy: AimdPolicy) -> float:
-    return max(baseline_ms * policy.latency_factor, baseline_ms + policy.latency_slack_ms)
 
 
 def _with_baseline(c: Congestion, latency_ms: float, policy: AimdPolicy) -> Congestion:
@@ -124,7 +135,8 @@ def _with_baseline(c: Congestion, latency_ms: float, policy: AimdPolicy) -> Cong
 
 def _cut(c: Congestion, signal: str, now: float) -> Congestion:
     window = max(1, c.window // 2)
-    return Congestion(window, c.window, 0, c.baseline_ms, now, now, signal, c.cuts + 1)
+    smoothed = c.baseline_ms if signal == "latency" else c.smoothed_ms  # the halved window is judged afresh
+    return Congestion(window, c.window, 0, c.baseline_ms, now, now, signal, c.cuts + 1, smoothed)
 
 
 def _grown(c: Congestion, ceiling: int, now: float, policy: AimdPolicy) -> Congestion:
@@ -133,7 +145,7 @@ def _grown(c: Congestion, ceiling: int, now: float, policy: AimdPolicy) -> Conge
         return evolve(c, run=min(run, 1 << 20))
     window = c.window + 1
     plateau = 0 if window > c.plateau else c.plateau  # past the last cut: room again
-    return Congestion(window, plateau, 0, c.baseline_ms, now, c.cut_at, GREW, c.cuts)
+    return evolve(c, window=window, plateau=plateau, run=0, changed_at=now, reason=GREW)
 
 
 def _run_to_grow(c: Congestion, policy: AimdPolicy) -> int:
