@@ -7,8 +7,18 @@ from typing import Any
 
 import pytest
 
-from dispatcher.domain.actor import Control, Deliver, Heartbeat, LogAttempt, Result, Wake, next_wake
+from dispatcher.domain.actor import (
+    Configure,
+    Control,
+    Deliver,
+    Heartbeat,
+    LogAttempt,
+    Result,
+    Wake,
+    next_wake,
+)
 from dispatcher.domain.breaker import BreakerPolicy, Circuit
+from dispatcher.domain.delivery_control import Asked
 from dispatcher.domain.delivery_options import DeliveryOptions
 from dispatcher.domain.records import Outcome
 from tests.unit.test_actor import POLICY
@@ -218,3 +228,15 @@ def test_a_due_retry_waits_for_room_in_the_window_without_waking_in_a_loop() -> 
     wake = w.wakes_at()
     assert wake is None or wake > later, "no wake due while nothing can go"
     assert seqs(w.answer(2, 200, now=later)) == [1, 3], "an answer makes room: the retry, then the next"
+
+
+def test_the_operator_overrides_what_the_receiver_asked() -> None:
+    a = Actor(None, QUIET)
+    a.send(1)
+    a.send(2)
+    answer_head(a, 200, T0, {STEER: "pause=600, rate=1"})
+    assert delivered(a.run(Control("resume"), T0 + 1)[1]) == [2], "resume lifts the receiver's pause"
+    assert a.state.asked.rate == 1.0, "its rate still holds"
+    ignoring = replace(a.state.config, options=DeliveryOptions(delivery_control="ignore"))
+    a.run(Configure(ignoring), T0 + 2)
+    assert a.state.asked == Asked(), "set to ignore: nothing it asked holds"

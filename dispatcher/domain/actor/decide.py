@@ -10,6 +10,8 @@ saved state has moved past its seq.
 
 from __future__ import annotations
 
+from ..delivery_control import Asked
+from ..delivery_options import IGNORE
 from ..records import Outcome, ReceiverConfig
 from ..untrusted import safe_outcome
 from .advance import advance
@@ -59,6 +61,8 @@ def _configure(
         return ReceiverState(config.id, config, active_since=facts.now), [SaveState(), Subscribe()]
     step = Step(state, facts, policy)
     step.draft.config = config
+    if config.options.delivery_control == IGNORE:
+        step.draft.asked = Asked()  # set to ignore the header: what the receiver asked no longer holds
     step.actions.append(Subscribe())
     if config.verified and not state.config.verified:
         step.draft.active_since = facts.now  # held messages age from activation, as after resume

@@ -11,6 +11,7 @@ the reset's own included, stay).
 from __future__ import annotations
 
 from ..breaker import Breaker
+from ..evolve import evolve
 from .advance import advance
 from .commands import Control
 from .effects import RECEIVER_DELETED, STATE_RESET, Forget, ForgetHistory, Ignored, Unsubscribe
@@ -28,6 +29,7 @@ def control(step: Step, command: Control) -> None:
     elif action == "resume":
         draft.paused = False
         draft.active_since = step.now
+        draft.asked = evolve(draft.asked, pause_until=0.0)  # the operator's word wins over the receiver's
     elif action == "disable":
         step.disable(command.reason or "disabled through the API")
     elif action == "delete":
@@ -58,6 +60,7 @@ def _enable(step: Step) -> None:
     """Enabled by hand: a closed circuit and a head due now; held messages age from now, as on resume."""
     draft = step.draft
     draft.disabled = False
+    draft.asked = evolve(draft.asked, pause_until=0.0)
     draft.disabled_reason = ""
     draft.breaker = Breaker()
     draft.failing_since = 0.0
