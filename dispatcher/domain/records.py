@@ -342,9 +342,13 @@ def decode_command(receiver_id: str, raw: bytes) -> Command:
     if kind != "outcome":
         raise InvalidInput("kind", f"unknown command {str(kind)[:64]!r}", code="malformed")
     try:
-        return Outcome(**data)
+        # Fields a newer version added are dropped: outcomes cross versions during a rolling upgrade.
+        return Outcome(**{k: v for k, v in data.items() if k in _OUTCOME_FIELDS})
     except TypeError as exc:
         raise InvalidInput("outcome", f"unreadable outcome: {exc}", code="malformed") from exc
+
+
+_OUTCOME_FIELDS = frozenset(Outcome.__slots__)
 
 
 def encode_backlog_entry(msg: Message, seq: int) -> bytes:

@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import orjson
 import pytest
 
 from dispatcher.domain.actor import (
     Configure,
     Control,
+    DeadLetterHead,
     Deliver,
     Heartbeat,
     LogAttempt,
@@ -20,7 +22,7 @@ from dispatcher.domain.actor import (
 from dispatcher.domain.breaker import BreakerPolicy, Circuit
 from dispatcher.domain.delivery_control import Asked
 from dispatcher.domain.delivery_options import DeliveryOptions
-from dispatcher.domain.records import Outcome
+from dispatcher.domain.records import Outcome, decode_command, encode_outcome
 from tests.unit.test_actor import POLICY
 from tests.unit.test_actor_isolation import T0, Actor
 from tests.unit.test_actor_window import Window, seqs
@@ -240,3 +242,34 @@ def test_the_operator_overrides_what_the_receiver_asked() -> None:
     ignoring = replace(a.state.config, options=DeliveryOptions(delivery_control="ignore"))
     a.run(Configure(ignoring), T0 + 2)
     assert a.state.asked == Asked(), "set to ignore: nothing it asked holds"
+
+
+def test_a_pause_holds_what_goes_not_what_expires() -> None:
+    a = Actor(None, QUIET)
+    a.send(1)
+    a.send(2)
+    answer_head(a, 200, T0, {STEER: "pause=3600"})
+    max_age = QUIET.retry.max_age
+    assert wake_at(a) == T0 + max_age, "the next wake is seq 2's expiry, not the pause's end"
+    effects = a.run(Wake(), T0 + max_age)[1]
+    assert [(e.seq, e.reason) for e in effects if isinstance(e, DeadLetterHead)] == [(2, "max_age")]
+    assert delivered(effects) == []
+
+
+def test_a_heartbeats_answer_applies_once() -> None:
+    a = Actor(HEARTBEATS, QUIET)
+    [beat] = beats(a.run(Wake(), T0 + 10)[1])
+    answer = Outcome(0, "hb", "t", True, 200, None, 1.0, T0 + 10, headers={STEER: "disable"},
+                     attempt=beat.number, probe=True, heartbeat=True)
+    a.in_flight = False
+    a.run(Result(answer), T0 + 10)
+    assert a.state.disabled
+    a.run(Control("enable"), T0 + 11)
+    effects = a.run(Result(answer), T0 + 12)[1]  # replayed from the commands topic after a crash
+    assert not a.state.disabled and not notes(effects)
+
+
+def test_an_outcome_from_a_newer_version_is_read() -> None:
+    raw = encode_outcome(Outcome(3, "m3", "t", True, 200, None, 1.0, T0, attempt=1))
+    newer = orjson.dumps({**orjson.loads(raw), "a_later_field": 1})
+    assert decode_command("r1", newer) == Outcome(3, "m3", "t", True, 200, None, 1.0, T0, attempt=1)

@@ -12,12 +12,11 @@ from .unordered import advance_window, windowed
 def advance(step: Step) -> None:
     """Drop overflow, dead-letter what expired, then post what is due (messages, a probe or a heartbeat).
 
-    Nothing goes while the receiver has asked for a pause (webhook-delivery-control).
+    Nothing goes while the receiver has asked for a pause (webhook-delivery-control); what
+    expires meanwhile is dead-lettered all the same.
     """
     in_window = windowed(step)  # first: a change of ordering takes effect here
     drop_overflow(step)
-    if step.now < step.draft.asked.pause_until:
-        return
     if in_window:
         advance_window(step)
     else:

@@ -66,6 +66,7 @@ class StateDraft(DerivedState):
     asked: Asked
     heartbeat_at: float
     heartbeats: int
+    heartbeats_answered: int
 
 
 def _field_names() -> list[str]:

@@ -44,7 +44,10 @@ def send_heartbeat(step: Step) -> None:
 
 def heartbeat_result(step: Step, outcome: Outcome) -> None:
     """A heartbeat answered: logged (and its header heeded); it never counts as a delivery's answer."""
-    if outcome.attempt != step.draft.heartbeats:
+    draft = step.draft
+    if outcome.attempt != draft.heartbeats or outcome.attempt <= draft.heartbeats_answered:
+        # an earlier heartbeat's, or this one's again (replayed from the commands topic after a crash)
         step.actions.append(Ignored("stale heartbeat result", outcome.msg_id))
         return
+    draft.heartbeats_answered = outcome.attempt
     step.log_attempt(outcome, 0, "heartbeat")

@@ -110,4 +110,5 @@ def _start_afresh(step: Step) -> None:
         draft.receiver_id, draft.config, next_seq=draft.next_seq, delivered_seq=draft.next_seq - 1,
         active_since=step.now, dedup_sweep_at=draft.dedup_sweep_at, retain_sweep_at=draft.retain_sweep_at,
         dead_lettered=draft.dead_lettered, dead_letters_kept=draft.dead_letters_kept,
+        heartbeats=draft.heartbeats, heartbeats_answered=draft.heartbeats,  # numbers are never reused
     ))

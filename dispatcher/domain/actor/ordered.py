@@ -22,7 +22,7 @@ def advance_head(step: Step) -> None:
     if draft.held:
         return
     head = _due_head(step)
-    if head is None:
+    if head is None or step.now < draft.asked.pause_until:  # a pause the receiver asked for holds it
         return
     if draft.breaker.circuit is Circuit.OPEN:
         send_probe(step)

@@ -120,6 +120,7 @@ class ReceiverState(DerivedState):
     asked: Asked = field(default_factory=Asked)  # what the receiver asked with webhook-delivery-control
     heartbeat_at: float = 0.0  # when the last webhook.heartbeat went; 0 = none yet
     heartbeats: int = 0  # heartbeats sent so far (an answer names its number)
+    heartbeats_answered: int = 0  # the number of the last heartbeat whose answer was applied
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(_plain_state(self))

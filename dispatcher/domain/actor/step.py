@@ -75,7 +75,7 @@ class Step:
         draft.attempt_no = number
         draft.last_status = outcome.status
         draft.last_error = outcome.error
-        draft.last_attempt_at = outcome.at
+        draft.last_attempt_at = min(outcome.at, self.now)  # an answer from a clock ahead is not the future
         self.writes.append(LogAttempt(number, attempt, kind, outcome, self._heed(outcome)))
 
     def _heed(self, outcome: Outcome) -> str:

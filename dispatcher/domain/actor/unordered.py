@@ -54,6 +54,8 @@ def advance_window(step: Step) -> None:
     for slot in draft.window:
         if slot.seq not in step.sending and step.now >= slot_expires_at(draft, slot, step.retry):
             dead_letter_seq(step, slot.seq, MAX_AGE, step.too_old(slot.accepted_at), slot.attempts)
+    if step.now < draft.asked.pause_until:  # a pause the receiver asked for holds what goes
+        return
     breaker = draft.breaker
     if breaker.circuit is Circuit.OPEN:
         if not step.sending:

@@ -23,24 +23,26 @@ def next_wake(
     if state.purging:
         times.append(0.0)  # its backlog is dead-lettered a bounded number at a time: go on now
         return min(times)
-    due = _delivery_wakes(state, policy, in_flight, sending)
-    if due:
-        times.append(max(min(due), state.asked.pause_until))  # the receiver asked for a pause: after it
+    times += _delivery_wakes(state, policy, in_flight, sending)
     return min(times) if times else None
 
 
 def _delivery_wakes(
     state: ReceiverState, policy: Policy, in_flight: bool, sending: frozenset[int]
 ) -> list[float]:
-    """When a message, a probe or a heartbeat is next due."""
+    """When a message, a probe or a heartbeat is next due to go, or to expire.
+
+    A pause the receiver asked for holds what goes (until `pause_until`), not
+    what expires.
+    """
     times: list[float] = []
     if state.cursor:
         times += _window_wakes(state, policy, in_flight and not sending, sending)
     elif state.head is not None and not state.held and not in_flight:
         if state.breaker.circuit is Circuit.OPEN:
-            times.append(state.breaker.probe_at)
+            times.append(max(state.breaker.probe_at, state.asked.pause_until))
         else:
-            times.append(state.next_attempt_at)
+            times.append(max(state.next_attempt_at, state.asked.pause_until))
         if state.head_accepted_at:
             times.append(expires_at(state, policy.retry_for(state.config)))
     if not in_flight:
@@ -57,15 +59,16 @@ def _window_wakes(state: ReceiverState, policy: Policy, solo: bool, sending: fro
     retry = policy.retry_for(state.config)
     idle = [slot for slot in state.window if slot.seq not in sending]
     times = [slot_expires_at(state, slot, retry) for slot in idle]
+    gate = max(state.next_attempt_at, state.asked.pause_until)  # the rate limit's, and a pause asked for
     circuit = state.breaker.circuit
     if circuit is Circuit.OPEN:
-        return times if sending else [*times, state.breaker.probe_at]
+        return times if sending else [*times, max(state.breaker.probe_at, state.asked.pause_until)]
     limit = state.in_flight_limit if circuit is Circuit.CLOSED else 1
     if len(sending) < limit:  # else the next answer makes room, and advances
-        times += [slot.next_attempt_at for slot in idle]
+        times += [max(slot.next_attempt_at, gate) for slot in idle]
         room = len(state.window) < state.config.options.max_in_flight
         if room and state.cursor < state.next_seq:
-            times.append(state.next_attempt_at)  # the rate limit's gate (0: now)
+            times.append(gate)
     return times
 
 
