@@ -72,8 +72,9 @@ RECEIVER_FIELDS: dict[str, Any] = {
     "concurrency": {
         "enum": list(CONCURRENCY_MODES),
         "description": "Unordered receivers: `adaptive` (default) grows the in-flight window by one after "
-        "a run of fast 2xx answers and halves it on 429, 503, a timeout or an answer slower than the "
-        "receiver's recent baseline, with `max_in_flight` as its ceiling; `fixed` keeps `max_in_flight` out.",
+        "a run of fast 2xx answers and halves it on 429, 503, a timeout or answers far slower than the "
+        "receiver's unloaded baseline, with `max_in_flight` as its ceiling; `fixed` keeps `max_in_flight` "
+        "out.",
     },
     "delivery_control": {
         "enum": list(CONTROL_MODES),
