@@ -36,9 +36,11 @@ import httptools
 from aiohttp.abc import ResolveResult
 from yarl import URL
 
+from .domain.untrusted import MAX_HEADER_VALUE
 from .target_guard import BlockedTarget, TargetGuard
 from .transport import (
     KEPT_RESPONSE_HEADERS,
+    LIST_HEADERS,
     MAX_HEADER_LINE,
     MAX_RESPONSE_HEADERS,
     DeliveryError,
@@ -205,7 +207,10 @@ class _Connection(asyncio.Protocol):
             raise DeliveryError(f"a response header line over {MAX_HEADER_LINE} bytes")
         lowered = name.decode("latin-1").lower()
         if lowered in _KEPT:
-            self.headers[lowered] = value.decode("latin-1")
+            text = value.decode("latin-1")
+            if lowered in LIST_HEADERS and lowered in self.headers:  # repeats make one list
+                text = f"{self.headers[lowered]}, {text}"[:MAX_HEADER_VALUE]
+            self.headers[lowered] = text
 
     def on_headers_complete(self) -> None:
         self.status = self.parser.get_status_code()

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import ssl
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -27,6 +27,20 @@ KEPT_RESPONSE_HEADERS = frozenset(
     {"content-type", "content-length", "retry-after", "server", "date", "location", "x-request-id",
      "webhook-delivery-control"}
 )
+# Kept headers whose repeats are one comma-separated list (RFC 9110 5.3), not a last-one-wins value.
+LIST_HEADERS = frozenset({"webhook-delivery-control"})
+
+
+def kept_headers(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The kept response headers, names lowered, values cleaned, list headers' repeats joined."""
+    kept: dict[str, str] = {}
+    for name, value in pairs:
+        key = name.lower()
+        if key in KEPT_RESPONSE_HEADERS:
+            if key in kept and key in LIST_HEADERS:
+                value = f"{kept[key]}, {value}"
+            kept[key] = clean_text(value, MAX_HEADER_VALUE)
+    return kept
 
 
 @dataclass(slots=True, frozen=True)
@@ -114,9 +128,7 @@ class AiohttpTransport:
                     raise DeliveryError("the connection was reset before the body ended")
                 # aiohttp decodes header bytes that are not UTF-8 to lone surrogates, which no
                 # JSON encoder takes: the values are cleaned before they go anywhere.
-                kept = {k.lower(): v for k, v in resp.headers.items()}
-                kept = {k: clean_text(v, MAX_HEADER_VALUE) for k, v in kept.items()
-                        if k in KEPT_RESPONSE_HEADERS}
+                kept = kept_headers(resp.headers.items())
                 return Response(resp.status, kept, decoded_body(raw, resp.headers, self._cap))
         except TimeoutError as exc:
             raise DeliveryError("timeout") from exc

@@ -261,3 +261,12 @@ async def test_http1_gives_up_only_the_answers_past_their_deadline(serve) -> Non
         assert (await transport.post(server.url("fast"), {}, b"{}")).status == 200  # after the drops
     finally:
         await transport.close()
+
+
+async def test_repeats_of_the_control_header_make_one_list_and_others_keep_the_last(make, serve) -> None:
+    server = await serve(answering(
+        b"HTTP/1.1 200 OK\r\nWebhook-Delivery-Control: pause=5\r\nretry-after: 1\r\n"
+        b"webhook-delivery-control: rate=2\r\nRetry-After: 7\r\ncontent-length: 0\r\n\r\n"))
+    resp = await make().post(server.url(), {}, b"{}")
+    assert resp.headers["webhook-delivery-control"] == "pause=5, rate=2"
+    assert resp.headers["retry-after"] == "7"
