@@ -104,6 +104,10 @@ class NginxReceiver:
         self._partial = b""
         self.hits: list[Hit] = []
 
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self._process
+
     def url(self, path: str) -> str:
         return self.origin_url(0, path)
 

@@ -160,13 +160,16 @@ class Stream:
                 await asyncio.sleep(max(0.0, start + self.sent / self.rate - time.monotonic()))
 
 
-async def restart_once(bench: Bench, static: bool) -> dict[str, Any]:
-    """SIGTERM the worker under a paced stream, start it again on its disk; time the gap."""
+async def restart_once(bench: Bench, static: bool, repeat: int = 0) -> dict[str, Any]:
+    """SIGTERM the worker under a paced stream, start it again on its disk; time the gap.
+
+    Each repeat has a data dir of its own: a worker's tables belong to its app id (one's
+    RocksDB under another's changelog is a ConsistencyError at start)."""
     suite = _suite()
     count, rate = bench.sizes["receivers"], float(bench.sizes["rate"])
     app_id = new_app_id()
     env = {"DISPATCHER_INSTANCE_ID": "bench-restart-0"} if static else {}
-    data = "restart-static" if static else "restart"
+    data = f"restart{repeat}" + ("-static" if static else "")
     worker = bench.worker(app_id, data, **env)
     await worker.wait_ready()
     prefix = f"{data}_"
@@ -227,9 +230,9 @@ async def restart_once(bench: Bench, static: bool) -> dict[str, Any]:
 
 async def restart(bench: Bench) -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {"dynamic": [], "static": []}
-    for _ in range(bench.sizes["repeats"]):
-        runs["dynamic"].append(await restart_once(bench, static=False))
-        runs["static"].append(await restart_once(bench, static=True))
+    for repeat in range(bench.sizes["repeats"]):
+        runs["dynamic"].append(await restart_once(bench, static=False, repeat=repeat))
+        runs["static"].append(await restart_once(bench, static=True, repeat=repeat))
     suite = _suite()
     out: dict[str, Any] = {}
     for kind, rs in runs.items():

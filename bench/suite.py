@@ -369,16 +369,22 @@ async def drain_once(bench: Bench, repeat: int, tag: str = "drain", receiver: Ng
     pids = [w.process.pid for w in group if w.process is not None]
 
     tally = Tally(nginx, prefix, first_hit)
+    # What else on the machine each delivery costs: the broker's and nginx's CPU over the same span.
+    others = {"broker": bench.broker.process, "nginx": nginx.process}
     await wait_for(lambda: tally.update() > 0, 120, "the first delivery", 0.005)
     cpu_first, bench_cpu_first = sum(cpu_seconds(pid) for pid in pids), time.process_time()
+    others_first = {name: cpu_seconds(proc.pid) for name, proc in others.items() if proc is not None}
     await wait_for(lambda: tally.update() >= total, 600, "the drain")
     cpu_last, bench_cpu_last = sum(cpu_seconds(pid) for pid in pids), time.process_time()
+    others_cpu = {f"{name}_cpu_s_per_1000":
+                  round((cpu_seconds(proc.pid) - others_first[name]) / total * 1000, 3)
+                  for name, proc in others.items() if proc is not None}
     await asyncio.sleep(0.2)  # the access log flushes every 50 ms
     tally.update()
     hits = tally.hits
     run = {**arrivals(hits, prefix, counts, cpu_last - cpu_first), "workers": count,
            "start_to_first_delivery_s": round(min(h.at for h in hits) - started, 2) if hits else None,
-           "bench_cpu_s": round(bench_cpu_last - bench_cpu_first, 3)}
+           "bench_cpu_s": round(bench_cpu_last - bench_cpu_first, 3), **others_cpu}
     if count > 1:  # where the span goes: each worker's share, first and last delivery
         run["per_worker"] = await per_worker(group, hits, ids, prefix, min(h.at for h in hits))
     progress(f"  {tag} run {repeat + 1} ({count} worker{'s' if count > 1 else ''}): {run['per_s']:,.0f}/s, "
