@@ -201,6 +201,7 @@ async def test_pause_holds_messages_and_resume_drains_them_in_order(
         await reload_until(console, "#backlog", lambda text, n=n: text == str(n + 1), f"{n + 1} held")
     assert recv.by_path(path) == []
     await console.click("button:has-text('Resume')")
+    await console.wait_for_url(f"{worker.url}/ui/receivers/{rid}?done=resume")  # no reload mid-navigation
     await wait_until(lambda: len(first_copies(recv.by_path(path))) == 3, LIMIT, "the held messages")
     assert [d.seq for d in first_copies(recv.by_path(path))] == [1, 2, 3]  # at least once, in order
     await reload_until(console, "#backlog", lambda text: text == "0", "the backlog drained")

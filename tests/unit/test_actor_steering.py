@@ -15,6 +15,7 @@ from dispatcher.domain.actor import (
     Deliver,
     Heartbeat,
     LogAttempt,
+    Probe,
     Result,
     Wake,
     next_wake,
@@ -273,3 +274,44 @@ def test_an_outcome_from_a_newer_version_is_read() -> None:
     raw = encode_outcome(Outcome(3, "m3", "t", True, 200, None, 1.0, T0, attempt=1))
     newer = orjson.dumps({**orjson.loads(raw), "a_later_field": 1})
     assert decode_command("r1", newer) == Outcome(3, "m3", "t", True, 200, None, 1.0, T0, attempt=1)
+
+
+FLAKY = BreakerPolicy(failures=1, window=20, ratio=1.0, probe_base=5, probe_cap=5)
+
+
+def answer_probe(a: Actor, number: int, status: int, now: float) -> list[Any]:
+    outcome = Outcome(0, "ping", "t", 200 <= status < 300, status, None, 1.0, now, attempt=number, probe=True)
+    a.in_flight = False
+    return a.run(Result(outcome), now)[1]
+
+
+def test_after_an_outage_that_dead_lettered_everything_probes_go_on_and_heartbeats_resume() -> None:
+    policy = replace(QUIET, breaker=FLAKY)
+    a = Actor(HEARTBEATS, policy)
+    a.send(1)
+    answer_head(a, 500, T0)
+    assert a.state.breaker.circuit is Circuit.OPEN
+    expiry = T0 + policy.retry.max_age
+    effects = a.run(Wake(), expiry)  # seq 1 expires while the receiver is down; the probes go on
+    assert (a.state.backlog, a.state.dead_lettered) == (0, 1)
+    [probe] = [e for e in effects[1] if isinstance(e, Probe)]
+    answer_probe(a, probe.number, 200, expiry + 5)
+    assert a.state.breaker.circuit is Circuit.CLOSED and a.state.failing_since == 0.0
+    [beat] = beats(a.run(Wake(), expiry + 15)[1])
+    assert beat.last_seq == 1, "the receiver learns that seq 1 went by"
+
+
+def test_a_receiver_down_for_good_with_nothing_left_is_disabled_not_pinged_forever() -> None:
+    policy = replace(QUIET, breaker=FLAKY, disable_after=100.0)
+    a = Actor(None, policy)
+    a.send(1)
+    answer_head(a, 500, T0)
+    now = T0 + policy.retry.max_age
+    effects = a.run(Wake(), now)[1]
+    while not a.state.disabled and now < T0 + 10_000:
+        probes = [e for e in effects if isinstance(e, Probe)]
+        if probes:
+            answer_probe(a, probes[0].number, 503, now)
+        now += 5
+        effects = a.run(Wake(), now)[1]
+    assert a.state.disabled and wake_at(a) == a.state.dedup_sweep_at, "no more probes"

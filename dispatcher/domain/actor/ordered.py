@@ -22,11 +22,12 @@ def advance_head(step: Step) -> None:
     if draft.held:
         return
     head = _due_head(step)
-    if head is None or step.now < draft.asked.pause_until:  # a pause the receiver asked for holds it
+    if step.now < draft.asked.pause_until:  # a pause the receiver asked for holds what goes
         return
     if draft.breaker.circuit is Circuit.OPEN:
-        send_probe(step)
-    elif draft.next_attempt_at <= step.now:
+        if not step.in_flight:  # with nothing left to deliver too: a probe's 2xx closes it then
+            send_probe(step)
+    elif head is not None and draft.next_attempt_at <= step.now:
         count = _batch_size(step, head)
         if count:
             step.actions.append(Deliver(head, draft.attempts + 1, count, draft.health.lane))

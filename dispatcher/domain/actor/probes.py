@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..breaker import Circuit
+from ..breaker import Breaker, Circuit
 from ..evolve import evolve
 from ..records import Outcome
 from .effects import Ignored, Probe
@@ -29,10 +29,14 @@ def probe_result(step: Step, outcome: Outcome) -> None:
     step.log_attempt(outcome, number, "ping" if outcome.manual else "probe")
     breaker = before.probe_result(outcome.ok, step.now, step.policy.breaker, number)
     if before.circuit is Circuit.OPEN and breaker.circuit is Circuit.HALF_OPEN:
+        if not draft.backlog:  # nothing left to try it with (all dead-lettered): it answers, so it is well
+            breaker = Breaker()
+            draft.failing_since = 0.0
         # the head (unordered: one message of the window) goes out now, once
         draft.next_attempt_at = 0.0
         draft.window = tuple(evolve(slot, next_attempt_at=0.0) for slot in draft.window)
     draft.breaker = breaker
-    if not outcome.ok and not outcome.manual and draft.head is not None:
+    if not outcome.ok and not outcome.manual and (draft.head is not None or draft.failing_since):
+        # failing with messages still waiting, or since before they were dead-lettered: it counts
         draft.failing_since = draft.failing_since or step.now
         step.maybe_disable()

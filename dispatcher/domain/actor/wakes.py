@@ -45,6 +45,8 @@ def _delivery_wakes(
             times.append(max(state.next_attempt_at, state.asked.pause_until))
         if state.head_accepted_at:
             times.append(expires_at(state, policy.retry_for(state.config)))
+    elif state.breaker.circuit is Circuit.OPEN and not state.held and not in_flight:
+        times.append(max(state.breaker.probe_at, state.asked.pause_until))  # nothing left: probes go on
     if not in_flight:
         heartbeat = heartbeat_due(state)
         if heartbeat is not None:
