@@ -9,7 +9,8 @@ receiver can take it instead of saw-toothing below it:
 - Slow start: until the first cut, each fast answer grows the window by one,
   so it doubles every round trip.
 - One cut per round trip: answers to requests sent before the last cut say
-  nothing about the halved window and are ignored as signals.
+  nothing about the halved window and are ignored as signals. Each attempt
+  carries the count of cuts when it went out, so no clock is compared.
 - The window that was cut is remembered (`plateau`): the halved window grows
   back by one per fast answer to just below it, then probes upward only after
   `probe_rounds` full windows of fast answers. Past the plateau, the receiver
@@ -60,7 +61,7 @@ class Congestion:
     run: int = 0  # fast 2xx answers of a full window since the window last changed
     baseline_ms: float = 0.0  # recent answer time of an uncongested receiver; 0 = no answer yet
     changed_at: float = 0.0
-    cut_at: float = 0.0  # answers to requests sent before this are no signal
+    cut_at: float = 0.0  # when the window was last cut
     reason: str = ""  # why it last changed: start, grew, ceiling, or the signal that cut it
     cuts: int = 0
     smoothed_ms: float = 0.0  # recent 2xx answer times, smoothed: one slow answer (a pause) is no signal
@@ -97,10 +98,11 @@ def congestion_signal(status: int | None, error: str | None) -> str:
 
 
 def observe(
-    c: Congestion, status: int | None, error: str | None, latency_ms: float, started_at: float,
+    c: Congestion, status: int | None, error: str | None, latency_ms: float, before_cut: bool,
     in_use: int, ceiling: int, now: float, policy: AimdPolicy,
 ) -> Congestion:
-    """One answer of a request sent at `started_at`, when `in_use` requests (itself included) were out."""
+    """One answer, `before_cut` if its request went out before the last cut, when `in_use` requests
+    (itself included) were out."""
     window = min(c.window or 1, ceiling)
     if window != c.window:
         reason = START if not c.window else CEILING
@@ -118,7 +120,7 @@ def observe(
         if latency_ms < c.baseline_ms or not c.baseline_ms or in_use <= UNLOADED:
             c = _with_baseline(c, latency_ms, policy)  # lower at once; higher only from a near-idle receiver
     if signal:
-        return c if started_at < c.cut_at else _cut(c, signal, now)
+        return c if before_cut else _cut(c, signal, now)
     if not ok:
         return evolve(c, run=0) if c.run else c  # a failure that is no congestion: the breaker's business
     if in_use < c.window or slow:

@@ -18,6 +18,7 @@ class Slot:
     accepted_at: float  # when the message was accepted (its age counts from here)
     attempts: int = 0  # failed attempts so far
     next_attempt_at: float = 0.0
+    cuts: int = 0  # the adaptive window's cuts when its current attempt went out (aimd.py)
 
 
 def without(window: tuple[Slot, ...], seq: int) -> tuple[Slot, ...]:

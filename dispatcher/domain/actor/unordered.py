@@ -94,7 +94,7 @@ def _start_new(step: Step, limit: int) -> None:
         if accepted is None:
             dead_letter_seq(step, seq, MISSING_ENTRY, "backlog entry missing")
             continue
-        slot = Slot(seq, accepted)
+        slot = Slot(seq, accepted, cuts=draft.congestion.cuts)
         if step.now >= slot_expires_at(draft, slot, step.retry):
             dead_letter_seq(step, seq, MAX_AGE, step.too_old(accepted))
             continue
@@ -103,6 +103,9 @@ def _start_new(step: Step, limit: int) -> None:
 
 
 def _send(step: Step, slot: Slot) -> None:
+    cuts = step.draft.congestion.cuts
+    if slot.cuts != cuts:  # its answer will say something of the window as it is now
+        step.draft.window = replaced(step.draft.window, evolve(slot, cuts=cuts))
     step.actions.append(Deliver(slot.seq, slot.attempts + 1, 1, step.draft.health.lane, parallel=True))
     step.sending.add(slot.seq)
     step.in_flight = True
@@ -116,7 +119,7 @@ def window_result(step: Step, outcome: Outcome) -> None:
         step.actions.append(Ignored("stale outcome", outcome.msg_id, outcome.seq))
         return
     ruling = rule(outcome, slot.attempts, step.retry, step.now, step.facts.rand)
-    _adapt(step, outcome)
+    _adapt(step, outcome, slot)
     ok = ruling.next is Next.SETTLE
     if ok or draft.breaker.circuit is not Circuit.OPEN:  # a late failure does not restart the wait
         draft.breaker = draft.breaker.record(ok, step.now, step.policy.breaker)
@@ -131,21 +134,21 @@ def window_result(step: Step, outcome: Outcome) -> None:
         failed = (ruling.attempt, outcome.status, outcome.error)
         dead_letter_seq(step, slot.seq, ruling.reason, ruling.detail, *failed)
     else:
-        retried = Slot(slot.seq, slot.accepted_at, ruling.attempt, ruling.retry_at)
+        retried = Slot(slot.seq, slot.accepted_at, ruling.attempt, ruling.retry_at, slot.cuts)
         draft.window = replaced(draft.window, retried)
     step.maybe_disable()
 
 
-def _adapt(step: Step, outcome: Outcome) -> None:
+def _adapt(step: Step, outcome: Outcome, slot: Slot) -> None:
     """An answer moves the adaptive window (aimd.py)."""
     draft = step.draft
     options = draft.config.options
     if options.concurrency != ADAPTIVE:
         return
-    started = outcome.at - outcome.latency_ms / 1000
+    before_cut = slot.cuts < draft.congestion.cuts  # sent before the last cut: says nothing of the new window
     in_use = len(step.sending) + 1  # this answer's attempt is no longer among those sending
-    draft.congestion = observe(draft.congestion, outcome.status, outcome.error, outcome.latency_ms, started,
-                              in_use, options.max_in_flight, step.now, step.policy.aimd)
+    draft.congestion = observe(draft.congestion, outcome.status, outcome.error, outcome.latency_ms,
+                              before_cut, in_use, options.max_in_flight, step.now, step.policy.aimd)
 
 
 def dead_letter_seq(
