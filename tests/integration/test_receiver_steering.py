@@ -75,7 +75,8 @@ async def test_a_receiver_that_takes_k_at_once_gets_a_window_near_k(api: Api) ->
         window = state["concurrency"]
         assert window["mode"] == "adaptive" and window["ceiling"] == 32
         assert 1 <= window["window"] <= k + 1, window
-        assert window["cuts"] >= 1 and window["reason"] in ("grew", "429")
+        # Its last change: growth, a 429, or (on a busy machine) answers far slower than unloaded.
+        assert window["cuts"] >= 1 and window["reason"] in ("grew", "429", "latency")
         # A fixed window of 32 would draw about 28 refusals for every 4 deliveries.
         assert answered.get(429, 0) <= total // 5, answered
     finally:
