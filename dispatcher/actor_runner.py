@@ -187,6 +187,8 @@ class ActorRunner:
                 self.store.put_backlog(receiver_id, seq, encoded)
             case actor.RememberId(msg_id, seq, expires_at):
                 self.store.remember_id(receiver_id, msg_id, seq, expires_at)
+            case actor.RememberFiltered(msg_id, expires_at):
+                self.store.remember_filtered(receiver_id, msg_id, expires_at)
             case actor.SaveState():
                 assert state is not None
                 self.store.save(state)
@@ -206,7 +208,8 @@ class ActorRunner:
                 self.deliverer.start_heartbeat(receiver_id, partition, state.config, number, last_seq, lane)
             case actor.Subscribe():
                 assert state is not None
-                record = encode_subscription(state.config.event_types, state.config.tenant)
+                config = state.config
+                record = encode_subscription(config.event_types, config.tenant, config.filter)
                 return self._publish_subscription(receiver_id, record)
             case actor.Unsubscribe():
                 return self._publish_subscription(receiver_id, None)

@@ -19,7 +19,9 @@ import orjson
 from .domain import keys
 from .domain.actor import ReceiverState
 
-ALL_ENTRIES = (keys.BACKLOG, keys.DEDUP, keys.DEDUP_ORDER, keys.DEAD, keys.ATTEMPT, keys.RETAINED)
+ALL_ENTRIES = (
+    keys.BACKLOG, keys.DEDUP, keys.DEDUP_ORDER, keys.FILTERED_ORDER, keys.DEAD, keys.ATTEMPT, keys.RETAINED,
+)
 # What a reset drops. Dead letters stay: a settled message without one reads as delivered.
 HISTORY = (keys.ATTEMPT, keys.RETAINED)
 
@@ -286,12 +288,23 @@ class ActorStore:
         self._put(receiver_id, keys.dedup_key(receiver_id, msg_id), entry)
         self._put(receiver_id, keys.numbered_key(keys.DEDUP_ORDER, receiver_id, seq), msg_id.encode())
 
-    def sweep_dedup(self, receiver_id: str, partition: int, now: float, limit: int = 1000) -> float:
-        """Delete expired dedup entries, oldest seq first; return the next expiry (0: none left).
+    def remember_filtered(self, receiver_id: str, msg_id: str, expires_at: float) -> None:
+        """A message id the receiver's filter refused: seq 0 in its dedup entry, swept by expiry."""
+        entry = orjson.dumps({"seq": 0, "exp": expires_at})
+        self._put(receiver_id, keys.dedup_key(receiver_id, msg_id), entry)
+        order = keys.numbered_key(keys.FILTERED_ORDER, receiver_id, int(expires_at * 1000))
+        earlier = self._get(receiver_id, order)  # ids refused in the same millisecond share the key
+        self._put(receiver_id, order, earlier + b"\n" + msg_id.encode() if earlier else msg_id.encode())
 
-        Entries expire in seq order (each expires a fixed window after intake),
-        so the sweep stops at the first live one.
-        """
+    def sweep_dedup(self, receiver_id: str, partition: int, now: float, limit: int = 1000) -> float:
+        """Delete expired dedup entries (seqs', then filtered ids'); return the next expiry (0: none)."""
+        after_seqs = self._sweep_seq_ids(receiver_id, partition, now, limit)
+        after_filtered = self._sweep_filtered_ids(receiver_id, partition, now, limit)
+        return min((t for t in (after_seqs, after_filtered) if t), default=0.0)
+
+    def _sweep_seq_ids(self, receiver_id: str, partition: int, now: float, limit: int) -> float:
+        """Entries expire in seq order (each expires a fixed window after intake),
+        so the sweep stops at the first live one."""
         entries = list(self._scan(partition, keys.prefix(keys.DEDUP_ORDER, receiver_id), limit + 1))
         for swept, (key, msg_id) in enumerate(entries):
             dedup_key = keys.dedup_key(receiver_id, msg_id.decode())
@@ -303,6 +316,23 @@ class ActorStore:
                 return now  # more to do: come back at once
             if entry is not None and entry["seq"] == keys.number_of(key):
                 self._delete(receiver_id, dedup_key)
+            self._delete(receiver_id, key)
+        return 0.0
+
+    def _sweep_filtered_ids(self, receiver_id: str, partition: int, now: float, limit: int) -> float:
+        """Filtered ids, keyed by their expiry: the sweep stops at the first key not yet due."""
+        entries = list(self._scan(partition, keys.prefix(keys.FILTERED_ORDER, receiver_id), limit + 1))
+        for swept, (key, ids) in enumerate(entries):
+            expires = keys.number_of(key) / 1000
+            if expires > now:
+                return expires
+            if swept == limit:
+                return now
+            for msg_id in ids.split(b"\n"):
+                dedup_key = keys.dedup_key(receiver_id, msg_id.decode())
+                raw = self._get(receiver_id, dedup_key)
+                if raw is not None and orjson.loads(raw)["seq"] == 0:  # not since taken by a seq
+                    self._delete(receiver_id, dedup_key)
             self._delete(receiver_id, key)
         return 0.0
 

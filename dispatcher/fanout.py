@@ -1,15 +1,16 @@
 """The fan-out agent: one event in, one message per subscribed receiver out.
 
 Reads the events topic (the API's `POST /v1/events`, or producers writing to
-Kafka directly), matches the event against the subscription index and
-produces a copy to the requests topic for every receiver, keyed by receiver
-id. Copies' ids are derived from the event id and the receiver id, so a
-re-processed event makes no second deliveries (the receiver's dedup drops
-them). The event is acked only after every copy is acked by the broker; a
-failing produce is retried, never skipped: an exception that escaped the
-agent would ack the event and lose it. An event that cannot be fanned out
-(unreadable, or copies too large for a record) is dead-lettered with a
-bounded summary of its bytes, so it cannot hold up the events behind it.
+Kafka directly), matches the event against the subscription index (event
+type, tenant, and each matched receiver's content filter) and produces a
+copy to the requests topic for every receiver, keyed by receiver id. Copies'
+ids are derived from the event id and the receiver id, so a re-processed
+event makes no second deliveries (the receiver's dedup drops them). The
+event is acked only after every copy is acked by the broker; a failing
+produce is retried, never skipped: an exception that escaped the agent would
+ack the event and lose it. An event that cannot be fanned out (unreadable,
+or copies too large for a record) is dead-lettered with a bounded summary of
+its bytes, so it cannot hold up the events behind it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import orjson
 
 from .domain.errors import InvalidInput
 from .domain.events import Event, copy_for, decode_event
+from .domain.filters import document as filter_document
 from .domain.records import encode_message_record
 from .domain.untrusted import broker_time, clean_text, raw_summary
 from .subscription_feed import SubscriptionFeed
@@ -83,7 +85,8 @@ class FanOut:
         except InvalidInput as exc:
             await self._reject(fallback_id, raw, "malformed", f"{exc.field}: {exc.message}")
             return 0
-        receivers = sorted(self.feed.index.match(event.event_type, event.tenant))
+        doc = filter_document(event.event_type, event.payload, None)  # an event has no headers
+        receivers = sorted(self.feed.index.match(event.event_type, event.tenant, doc))
         try:
             size = len(encode_message_record(copy_for(event, receivers[0]))) if receivers else 0
         except Exception as exc:  # noqa: BLE001 - whatever the event holds, it is dead-lettered, not lost

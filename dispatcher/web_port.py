@@ -16,6 +16,7 @@ from yarl import URL
 from web.engine import Engine, InFlight, WebSettings
 
 from .domain.actor import Policy, ReceiverState
+from .domain.filters import document as filter_document
 from .domain.records import Outcome, ReceiverConfig, Verification
 from .metrics import survey_in_chunks
 from .settings import Settings
@@ -146,10 +147,12 @@ class DispatcherPort:
     async def subscription_published(self, receiver_id: str) -> None:
         await self._dispatcher.subscription_published(receiver_id)
 
-    async def count_subscribers(self, event_type: str, tenant: str | None, wait: float) -> int:
+    async def count_subscribers(
+        self, event_type: str, tenant: str | None, wait: float, payload: Any = None
+    ) -> int:
         feed = self._dispatcher.feed
         await feed.sync(time.monotonic(), wait)  # receivers created just before count
-        return len(feed.index.match(event_type, tenant))
+        return len(feed.index.match(event_type, tenant, filter_document(event_type, payload, None)))
 
     # requests to a receiver's endpoint -----------------------------------------------------------
 

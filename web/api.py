@@ -279,7 +279,7 @@ async def publish_event(engine: Engine, body: Any) -> dict[str, Any]:
     event = parse_event_spec(body, _new_event_id, time.time())
     check_payload_size(engine.settings, event.payload, "payload")
     record = check_record_size(engine.settings, encode_event(event), "body", "event")
-    receivers = await engine.count_subscribers(event.event_type, event.tenant, COUNT_SYNC_WAIT)
+    receivers = await engine.count_subscribers(event.event_type, event.tenant, COUNT_SYNC_WAIT, event.payload)
     await engine.produce_event(event.id, record)
     return {"id": event.id, "event_type": event.event_type, "receivers": receivers}
 

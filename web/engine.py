@@ -164,8 +164,11 @@ class Engine(Protocol):
         """Wait until the receiver's last subscription change is in the broker; raises if it failed."""
         ...
 
-    async def count_subscribers(self, event_type: str, tenant: str | None, wait: float) -> int:
-        """Receivers an event would go to, once the subscriptions are read up to now (at most `wait` s)."""
+    async def count_subscribers(
+        self, event_type: str, tenant: str | None, wait: float, payload: Any = None
+    ) -> int:
+        """Receivers an event would go to (their filters run over `payload`), once the subscriptions are
+        read up to now (at most `wait` s)."""
         ...
 
     # requests to a receiver's endpoint -----------------------------------------------------------

@@ -82,6 +82,19 @@ RECEIVER_FIELDS: dict[str, Any] = {
         "`webhook-delivery-control` response header (pause=N, max-in-flight=N, rate=R, disable) on any "
         "answer, clamped to this receiver's settings; `ignore`: the header is logged, not followed.",
     },
+    "filter": {
+        "anyOf": [{"type": "object", "maxProperties": 256}, {"type": "null"}],
+        "description": "A content filter (Convoy/Outpost syntax) over `{\"payload\", \"headers\", "
+        "\"event_type\"}`: e.g. `{\"payload\": {\"amount\": {\"$gte\": 10}}, \"headers\": "
+        "{\"x-region\": {\"$in\": [\"eu\", \"uk\"]}}}`. Plain values match by equality (an array by "
+        "containing it), objects nest, dotted keys are paths (a numeric segment indexes an array; a path "
+        "through an array looks into every element), header names are case-insensitive. Operators: "
+        "`$eq $neq $gt $gte $lt $lte $in $nin $exist $regex` (RE2, linear time) on a field; `$and $or` "
+        "(lists) and `$not` at any level. Events a receiver's filter refuses are not fanned out to it; a "
+        "direct message it refuses takes no seq and reads `filtered`. At most 16 KiB of JSON, 256 "
+        "conditions, 12 levels, patterns of 512 characters; errors name the path (`filter.payload.amount."
+        "$gte`). null or {}: every message. A PATCH without `filter` keeps it; `null` removes it.",
+    },
     "heartbeat_interval": {
         "anyOf": [
             {"type": "null"}, {"const": 0}, {**NUM, "minimum": MIN_HEARTBEAT, "maximum": MAX_HEARTBEAT},
@@ -125,6 +138,7 @@ SCHEMAS: dict[str, Any] = {
             "url": STR,
             "event_types": {"type": "array", "items": STR},
             "tenant": nullable(STR),
+            "filter": nullable(OBJ),
             "signing": STR,
             "verified": BOOL,
             "secret": STR,
@@ -439,7 +453,7 @@ def build() -> dict[str, Any]:
         "/v1/receivers/{receiver_id}/messages/{message_id}": {
             "parameters": [RID, {"name": "message_id", "in": "path", "required": True, "schema": ID}],
             "get": receiver_op(
-                "pending, delivered or dead-lettered",
+                "pending, delivered, dead-lettered or filtered",
                 {
                     "200": answer(
                         "status",
@@ -448,8 +462,8 @@ def build() -> dict[str, Any]:
                             "required": ["id", "seq", "status"],
                             "properties": {
                                 "id": ID,
-                                "seq": INT,
-                                "status": {"enum": ["pending", "delivered", "dead_lettered"]},
+                                "seq": nullable(INT),
+                                "status": {"enum": ["pending", "delivered", "dead_lettered", "filtered"]},
                             },
                         },
                     )
@@ -464,7 +478,8 @@ def build() -> dict[str, Any]:
                     "404 `not_found` (field `message_id`): not known once caught up (never accepted, "
                     "accepted but dead-lettered before it got a seq, or older than the dedup window); 503 "
                     "`unavailable`: the owner did not catch up within the wait, or the receiver's partition "
-                    "moved meanwhile; retry."
+                    "moved meanwhile; retry. `filtered` (seq null): the receiver's content filter "
+                    "refused the message; it took no seq, and the next message took the next one."
                 ),
             ),
         },

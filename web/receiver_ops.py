@@ -223,7 +223,8 @@ def events_view(engine: Engine, rid: str, after: int, limit: int) -> dict[str, A
 
 @owner_routed
 async def message_status(request: web.Request) -> web.Response:
-    """`pending`, `delivered` or `dead_lettered`, with its seq, for a message id within the dedup window.
+    """`pending`, `delivered` or `dead_lettered`, with its seq, for a message id within the dedup window;
+    `filtered` (no seq) for one the receiver's content filter refused.
 
     An id not found yet may be accepted and not applied: it is looked up again once this owner has
     applied the receiver's requests up to their end (at most `APPLIED_WAIT`), and only then unknown.
@@ -238,6 +239,8 @@ async def message_view(engine: Engine, receiver_id: str, message_id: str) -> dic
     msg_id = check_id(message_id, "message_id")
     state, seq = await _accepted_seq(engine, receiver_id, msg_id)
     rid = state.receiver_id
+    if seq == FILTERED_SEQ:
+        return {"id": msg_id, "receiver_id": rid, "seq": None, "status": "filtered"}
     body: dict[str, Any] = {"id": msg_id, "receiver_id": rid, "seq": seq}
     entry = engine.backlog_entry(rid, seq)
     if entry is not None and entry.get("time_note"):
@@ -268,6 +271,9 @@ async def _accepted_seq(engine: Engine, receiver_id: str, msg_id: str) -> tuple[
         why = "not known (never accepted, or older than the dedup window)"
         raise InvalidInput("message_id", why, code="not_found", status=404)
     return state, seq
+
+
+FILTERED_SEQ = 0  # the dedup entry of a message the receiver's filter refused (seqs start at 1)
 
 
 def _seq_of(engine: Engine, state: ReceiverState, msg_id: str) -> int | None:

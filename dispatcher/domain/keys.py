@@ -11,6 +11,7 @@ STATE = b"s:"
 BACKLOG = b"b:"  # b:<rid>:<seq>        a message: buffered, or settled and kept (an r: mark)
 DEDUP = b"d:"  # d:<rid>:<msg id>      the seq a message id got, and when that expires
 DEDUP_ORDER = b"i:"  # i:<rid>:<seq>    the msg id of that seq's dedup entry (expiry order)
+FILTERED_ORDER = b"f:"  # f:<rid>:<expiry ms>  ids of filtered messages (seq 0 in d:) expiring then
 DEAD = b"x:"  # x:<rid>:<seq>          a dead letter, with its message, for listing and replay
 ATTEMPT = b"a:"  # a:<rid>:<number>    one entry of the attempt log
 RETAINED = b"r:"  # r:<rid>:<seq>      settle time of a message kept in b: a while for catch-up reads

@@ -13,6 +13,7 @@ from typing import Any
 from .actor.inputs import WORKER_DEFAULTED, Policy
 from .delivery_options import OPTION_FIELDS, parse_delivery_options
 from .errors import InvalidInput
+from .filters import check_filter
 from .headers import check_header_value, check_headers
 from .records import ReceiverConfig, check_url, reject_unknown
 from .retry import RetryPolicy
@@ -22,7 +23,7 @@ from .subscriptions import check_tenant, parse_patterns
 SIGNING_KINDS = ("hmac-sha256", "ed25519")
 RECEIVER_FIELDS = {
     "id", "url", "event_types", "tenant", "secret", "signing", "headers", "retry", "authorization",
-    "verify", *OPTION_FIELDS,
+    "verify", "filter", *OPTION_FIELDS,
 }
 MAX_GRACE = 7 * 86400.0
 MAX_PREVIOUS_SECRETS = 5
@@ -63,6 +64,7 @@ def parse_receiver_spec(
     config = ReceiverConfig(
         receiver_id, url, "", types, headers, current.created_at if current else now, retry,
         authorization=authorization, verify=verify, options=options, tenant=tenant,
+        filter=check_filter(body.get("filter"), "filter"),
     )
     config = _with_secret(config, body, make_secret, current)
     if current is not None and current.verification is not None and current.verification.url == url:
@@ -94,6 +96,7 @@ def patched_body(current: ReceiverConfig, patch: object) -> dict[str, Any]:
         "retry": current.retry,
         "authorization": current.authorization,
         "verify": current.verify,
+        "filter": current.filter,
         **current.options.as_dict(),
     }
     if "ordering" in patch and "max_in_flight" not in patch:

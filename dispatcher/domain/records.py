@@ -30,6 +30,8 @@ from .field_checks import (
     check_url,
     reject_unknown,
 )
+from .filters import Filter, compile_filter
+from .filters import document as filter_document
 from .headers import check_headers
 from .ids import check_id
 from .untrusted import producer_time
@@ -99,8 +101,10 @@ class ReceiverConfig:
     verification: Verification | None = None
     options: DeliveryOptions = field(default_factory=DeliveryOptions)
     tenant: str | None = None  # set: the receiver gets only this tenant's events
+    filter: dict[str, Any] | None = None  # a content filter (filters.py), validated; None: every message
     # as_dict's JSON, made once: the state that holds the config is written twice per delivery
     _json: orjson.Fragment | None = field(default=None, init=False, repr=False, compare=False)
+    _filter: Filter | None = field(default=None, init=False, repr=False, compare=False)  # compiled once
 
     def as_json(self) -> orjson.Fragment:
         """`as_dict` as JSON to embed in a larger document (the config is immutable)."""
@@ -109,6 +113,16 @@ class ReceiverConfig:
             cached = orjson.Fragment(json_to_keep(self.as_dict()))
             object.__setattr__(self, "_json", cached)
         return cached
+
+    def accepts(self, message: Message) -> bool:
+        """The receiver's filter (if any) takes this message."""
+        if self.filter is None:
+            return True
+        compiled = getattr(self, "_filter", None)  # `evolve` leaves the slot unset
+        if compiled is None:
+            compiled = compile_filter(self.filter)
+            object.__setattr__(self, "_filter", compiled)
+        return compiled.accepts(filter_document(message.event_type, message.payload, message.headers))
 
     def active_secrets(self, now: float) -> list[str]:
         """The secrets that sign a request made at `now`: the current one first."""
@@ -134,6 +148,7 @@ class ReceiverConfig:
             "verify": self.verify,
             "verification": asdict(self.verification) if self.verification else None,
             "tenant": self.tenant,
+            "filter": self.filter,
             **self.options.as_dict(),
         }
 
@@ -154,6 +169,7 @@ class ReceiverConfig:
             verification=Verification(**verification) if verification else None,
             options=DeliveryOptions.from_dict(data),  # takes only its own fields
             tenant=data.get("tenant"),
+            filter=data.get("filter"),
         )
 
 

@@ -10,16 +10,22 @@ gets only that tenant's events, while an unscoped one gets every tenant's.
 The index is a trie over segments, so matching an event walks at most a few
 nodes per segment whatever the number of receivers; each node keeps its
 receiver ids per tenant, so a tenant's event never looks at other tenants'.
+A receiver may also have a content filter (filters.py): the index keeps it
+compiled (one compilation per distinct filter) and `match` runs it over the
+event's document for the receivers whose patterns matched.
 """
 
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Iterable
+from typing import Any
 
 import orjson
 
 from .errors import InvalidInput
+from .filters import Filter, compile_filter
 
 STAR = "*"
 MAX_PATTERNS = 256
@@ -101,6 +107,9 @@ class SubscriptionIndex:
         # One copy of each distinct (patterns, tenant): receivers mostly share a few, and at a
         # million receivers a tuple of tuples each would cost more than the rest of the entry.
         self._shapes: dict[Shape, Shape] = {}
+        # Compiled filters of the receivers that have one; receivers with the same filter share it.
+        self._filters: dict[bytes, Filter] = {}
+        self._compiled: weakref.WeakValueDictionary[bytes, Filter] = weakref.WeakValueDictionary()
 
     def __len__(self) -> int:
         return len(self._subscriptions) + self._everything
@@ -109,10 +118,17 @@ class SubscriptionIndex:
         key = receiver_id.encode()
         return key in self._subscriptions or key in self._root.tail.get(None, ())
 
-    def put(self, receiver_id: str, patterns: Iterable[str], tenant: str | None = None) -> None:
-        """Subscribe (or re-subscribe) a receiver; no patterns means every type."""
+    def put(self, receiver_id: str, patterns: Iterable[str], tenant: str | None = None,
+            content_filter: dict[str, Any] | None = None) -> None:
+        """Subscribe (or re-subscribe) a receiver; no patterns means every type.
+
+        `content_filter` is validated JSON (a receiver's stored filter); it is compiled here.
+        """
         key = receiver_id.encode()
+        compiled = self._compile(content_filter) if content_filter else None  # may raise: nothing changed
         self._remove(key)
+        if compiled is not None:
+            self._filters[key] = compiled
         parsed = tuple(dict.fromkeys(tuple(p.split(".")) for p in patterns)) or ((STAR,),)
         if (parsed, tenant) == EVERYTHING:
             self._root.tail.setdefault(None, set()).add(key)
@@ -135,10 +151,23 @@ class SubscriptionIndex:
             else:
                 node.exact.setdefault(tenant, set()).add(key)
 
+    def _compile(self, content_filter: dict[str, Any]) -> Filter:
+        canonical = orjson.dumps(content_filter, option=orjson.OPT_SORT_KEYS)
+        compiled = self._compiled.get(canonical)
+        if compiled is None:
+            compiled = self._compiled[canonical] = compile_filter(content_filter)
+        return compiled
+
+    @property
+    def filtered(self) -> int:
+        """Receivers that have a content filter."""
+        return len(self._filters)
+
     def remove(self, receiver_id: str) -> None:
         self._remove(receiver_id.encode())
 
     def _remove(self, key: bytes) -> None:
+        self._filters.pop(key, None)
         entry = self._subscriptions.pop(key, None)
         if entry is None:
             if key in self._root.tail.get(None, ()):
@@ -167,8 +196,13 @@ class SubscriptionIndex:
             else:
                 del node.children[part]
 
-    def match(self, event_type: str, tenant: str | None = None) -> set[str]:
-        """Receivers an event of `event_type` (from `tenant`) goes to."""
+    def match(self, event_type: str, tenant: str | None = None,
+              document: dict[str, Any] | None = None) -> set[str]:
+        """Receivers an event of `event_type` (from `tenant`) goes to.
+
+        With the event's `document` (filters.document), receivers whose filter refuses it are left
+        out; without one, filters are not looked at.
+        """
         tenants = (None,) if tenant is None else (None, tenant)
         found: set[bytes] = set()
         segments = event_type.split(".")
@@ -189,6 +223,9 @@ class SubscriptionIndex:
         for node in frontier:
             for t in tenants:
                 found.update(node.exact.get(t, ()))
+        if document is not None and self._filters:
+            filters = self._filters
+            return {key.decode() for key in found if key not in filters or filters[key].accepts(document)}
         return {key.decode() for key in found}
 
 
@@ -200,14 +237,21 @@ def _discard(sets: dict[str | None, set[bytes]], tenant: str | None, key: bytes)
             del sets[tenant]
 
 
-def encode_subscription(event_types: Iterable[str], tenant: str | None) -> bytes:
-    """The subscriptions-topic record of one receiver (keyed by its id)."""
-    return orjson.dumps({"event_types": list(event_types), "tenant": tenant})
+def encode_subscription(event_types: Iterable[str], tenant: str | None,
+                        content_filter: dict[str, Any] | None = None) -> bytes:
+    """The subscriptions-topic record of one receiver (keyed by its id); the filter only when set."""
+    record: dict[str, Any] = {"event_types": list(event_types), "tenant": tenant}
+    if content_filter:
+        record["filter"] = content_filter
+    return orjson.dumps(record)
 
 
-def decode_subscription(raw: bytes | None) -> tuple[tuple[str, ...], str | None] | None:
-    """(patterns, tenant), or None for a tombstone (the receiver is gone)."""
+Subscription = tuple[tuple[str, ...], str | None, dict[str, Any] | None]
+
+
+def decode_subscription(raw: bytes | None) -> Subscription | None:
+    """(patterns, tenant, filter), or None for a tombstone (the receiver is gone)."""
     if raw is None:
         return None
     data = orjson.loads(raw)
-    return tuple(data.get("event_types") or ()), data.get("tenant")
+    return tuple(data.get("event_types") or ()), data.get("tenant"), data.get("filter")

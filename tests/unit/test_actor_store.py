@@ -277,3 +277,17 @@ def test_a_deleted_receiver_is_forgotten_in_bounded_steps_its_state_last(tmp_pat
         assert store.seen_seq("r10", "other", now=0.0) == 1
     finally:
         table.rdict.close()
+
+
+def test_filtered_ids_have_seq_0_and_are_swept_by_expiry(store: ActorStore) -> None:
+    store.remember_id("r1", "m1", 1, 300.0)
+    store.remember_filtered("r1", "f1", 100.0)
+    store.remember_filtered("r1", "f2", 100.0)  # the same millisecond: one order key, both ids
+    store.remember_filtered("r1", "f3", 200.0)
+    assert [store.seen_seq("r1", m, 0.0) for m in ("f1", "f2", "f3", "m1")] == [0, 0, 0, 1]
+    assert store.sweep_dedup("r1", 0, now=150.0) == 200.0
+    assert store.seen_seq("r1", "f1", 0.0) is None and store.seen_seq("r1", "f2", 0.0) is None
+    assert store.seen_seq("r1", "f3", 0.0) == 0
+    assert store.sweep_dedup("r1", 0, now=250.0) == 300.0  # the seq's entry is next
+    assert store.sweep_dedup("r1", 0, now=400.0) == 0.0
+    assert store.seen_seq("r1", "m1", 0.0) is None

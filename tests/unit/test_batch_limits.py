@@ -67,7 +67,9 @@ class Owner:
     async def produce_requests(self, records: list[tuple[str, bytes]]) -> None:
         self.produced += records
 
-    async def count_subscribers(self, event_type: str, tenant: str | None, wait: float) -> int:
+    async def count_subscribers(
+        self, event_type: str, tenant: str | None, wait: float, payload: Any = None
+    ) -> int:
         return 0
 
     async def produce_event(self, event_id: str, record: bytes) -> None:

@@ -50,6 +50,7 @@ from .effects import (
     MovedLane,
     Probe,
     PutBacklog,
+    RememberFiltered,
     RememberId,
     SaveState,
     Subscribe,
@@ -71,7 +72,8 @@ __all__ = [
     "BacklogView", "Command", "Configure", "Control", "DeadLetter", "DeadLetterHead", "DeleteBacklog",
     "Deliver", "Effect", "Facts", "Forget", "ForgetHistory", "Heartbeat", "Ignored", "Intake", "LogAttempt",
     "MovedLane",
-    "Policy", "Probe", "PutBacklog", "ReceiverState", "RememberId", "Result", "SaveState", "Subscribe",
+    "Policy", "Probe", "PutBacklog", "ReceiverState", "RememberFiltered", "RememberId", "Result", "SaveState",
+    "Subscribe",
     "TrimDeadLetters", "Unsubscribe", "Wake", "decide", "expires_at", "heartbeat_due", "next_wake",
     "refuses_new", "slot_expires_at", "status",
 ]

@@ -23,6 +23,14 @@ class RememberId:
 
 
 @dataclass(slots=True, frozen=True)
+class RememberFiltered:
+    """A direct message the receiver's filter refused: its id is remembered (status `filtered`), no seq."""
+
+    msg_id: str
+    expires_at: float
+
+
+@dataclass(slots=True, frozen=True)
 class SaveState:
     pass
 
@@ -151,7 +159,8 @@ class Ignored:
 
 
 Effect = (
-    PutBacklog | RememberId | SaveState | DeleteBacklog | Deliver | Probe | Heartbeat | DeadLetter
+    PutBacklog | RememberId | RememberFiltered | SaveState
+    | DeleteBacklog | Deliver | Probe | Heartbeat | DeadLetter
     | DeadLetterHead | TrimDeadLetters | LogAttempt | MovedLane | Subscribe | Unsubscribe | Forget
     | ForgetHistory | Ignored
 )

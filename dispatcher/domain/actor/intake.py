@@ -1,8 +1,11 @@
-"""A message for a receiver arrives: turned away, refused, or stored under the next seq.
+"""A message for a receiver arrives: turned away, filtered, refused, or stored under the next seq.
 
 Seq numbers are contiguous per receiver and given once per message id: a
 duplicate id inside the dedup window is ignored, so a replay after a crash
-gets the seq it had.
+gets the seq it had. A direct message the receiver's content filter refuses
+takes no seq: its id is remembered as filtered (seq 0 in the dedup entry), so
+a redelivery of it is a duplicate and its status reads `filtered`. (An event's
+copies were filtered at fan-out; a replay of a dead letter is not filtered.)
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from .effects import (
     Effect,
     Ignored,
     PutBacklog,
+    RememberFiltered,
     RememberId,
 )
 from .overflow import drop_overflow, refuses_new
@@ -34,6 +38,9 @@ def take_in(step: Step, command: Intake) -> None:
     turned_away = _turned_away(step, command)
     if turned_away is not None:
         step.actions.append(turned_away)
+        return
+    if not (msg.from_event or msg.replay_of is not None or step.draft.config.accepts(msg)):
+        _filter_out(step, msg)
         return
     seq = step.draft.next_seq
     encoded = encode_backlog_entry(msg, seq)
@@ -88,6 +95,14 @@ def _refusal(step: Step, msg: Message, size: int) -> DeadLetter | None:
         detail = f"backlog full ({draft.backlog} messages, {draft.backlog_bytes} bytes): refused"
         return DeadLetter(BACKLOG_FULL, msg.id, None, detail, msg)
     return None
+
+
+def _filter_out(step: Step, msg: Message) -> None:
+    """Remember the refused message's id for the dedup window, under no seq."""
+    draft, now, window = step.draft, step.now, step.policy.dedup_window
+    draft.dedup_sweep_at = draft.dedup_sweep_at or now + window
+    step.writes.append(RememberFiltered(msg.id, now + window))
+    step.actions.append(Ignored("refused by the receiver's filter", msg.id))
 
 
 def _store(step: Step, msg: Message, seq: int, encoded: bytes) -> None:
