@@ -28,7 +28,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from .fetcher import adapt_fetch_wait
 from .highwaters import client_options, fetched_highwaters
-from .leave import leave_from_every_generation
+from .leave import leave_on_stop
 
 if TYPE_CHECKING:
     from .app import DispatcherApp
@@ -52,8 +52,7 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         await super().on_start()
         consumer = self._ensure_consumer()
         adapt_fetch_wait(consumer, idle_cap_ms=_ours(self.app).fetch_idle_wait_ms)
-        if consumer._coordinator is not None:  # a group member: a clean stop leaves (`leave.py`)
-            leave_from_every_generation(consumer._coordinator)
+        leave_on_stop(consumer)
 
     async def _highwaters(self, partitions: Iterable[Any]) -> Mapping[Any, int]:
         """Faust's ListOffsets answers, raised to what a fetch from each end - 1 reports.

@@ -24,6 +24,13 @@ log = logging.getLogger(__name__)
 FIRST_GENERATION = 0  # the embedded broker's; aiokafka's "no generation" is -1
 
 
+def leave_on_stop(consumer: Any) -> None:
+    """A clean stop of aiokafka's `consumer` leaves its group from generation 0 too (once started;
+    a consumer with no group has nothing to leave)."""
+    if consumer._coordinator is not None and hasattr(consumer._coordinator, "_maybe_leave_group"):
+        leave_from_every_generation(consumer._coordinator)
+
+
 def leave_from_every_generation(coordinator: Any) -> None:
     """Make `coordinator` (aiokafka's GroupCoordinator) leave from generation 0 too on close."""
     theirs: Callable[[], Awaitable[None]] = coordinator._maybe_leave_group

@@ -1,7 +1,8 @@
-"""The issue 28 scenarios of the suite (bench/perf2.py) run end to end at tiny sizes. Figures are not checked.
+"""The issue 28 benches run end to end at tiny sizes. Figures are not checked.
 
-HTTPS with a test CA, 100 origins, one and two workers, and a restart under a
-paced stream: each delivers every message once and in order.
+The suite's scenarios of bench/perf2.py (HTTPS with a test CA, 100 origins, one
+and two workers, a restart under a paced stream) each deliver every message
+once and in order; bench/group_timings.py times each consumer-group case.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from bench import perf2, suite
+import orjson
+
+from bench import group_timings, perf2, suite
 
 
 async def test_tls_hosts_workers_and_restart_scenarios_lose_nothing(tmp_path: Path) -> None:
@@ -33,3 +36,13 @@ async def test_tls_hosts_workers_and_restart_scenarios_lose_nothing(tmp_path: Pa
         assert (restart["lost"], restart["out_of_order"]) == (0, 0)
         [run] = restart["runs"]
         assert run["delivered"] == run["sent"] > 0 and run["stop_to_next_delivery_s"] is not None
+
+
+async def test_the_group_timings_bench_times_every_case(tmp_path: Path) -> None:
+    result = await asyncio.to_thread(group_timings.main, ["--quick", "--out", str(tmp_path)])
+    [saved] = tmp_path.glob("group-timings-*.json")
+    [found] = orjson.loads(saved.read_bytes())["seconds_to_assignment"].values()
+    assert found == next(iter(result["seconds_to_assignment"].values()))
+    assert set(found) == {"new_group", "after_a_stop_without_leave", "after_a_leave", "static_first",
+                          "static_again"}
+    assert all(seconds > 0 for seconds in found.values())
