@@ -144,6 +144,9 @@ def _receiver_options(parser: argparse.ArgumentParser) -> None:
     add("--event-type", action="append", dest="event_types", metavar="PATTERN",
         help="an event type or pattern (invoice.*) to subscribe to; repeat for more")
     add("--tenant", help="events published for a tenant reach only its receivers (--set tenant=null: none)")
+    add("--filter", type=argtype.content_filter, dest="content_filter", metavar="JSON|@FILE",
+        help='a content filter over payload and headers: \'{"payload": {"amount": {"$gte": 10}}}\' '
+        "(null: none)")
     add("--secret", help="the signing secret (whsec_... or whsk_...; default: a new one)")
     add("--signing", type=argtype.signing, help="hmac or ed25519")
     add("--header", action="append", type=argtype.header, dest="headers", metavar="NAME=VALUE",

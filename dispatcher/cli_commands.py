@@ -41,6 +41,8 @@ def receiver_fields(args: argparse.Namespace) -> dict[str, Any]:
         "heartbeat_interval": args.heartbeat_interval,
     }
     fields.update({k: v for k, v in named.items() if v is not None})
+    if args.content_filter is not None:
+        fields["filter"] = args.content_filter.value  # null too: an update removes the filter
     return fields
 
 

@@ -50,6 +50,24 @@ def json_object(text: str) -> dict[str, Any]:
     return value
 
 
+class Given:
+    """An option's value that may be JSON null (argparse's None means the option was not given)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def content_filter(text: str) -> Given:
+    """`--filter`: a JSON object (a content filter), `@FILE` holding one, or `null` (no filter)."""
+    value = _json(_read(text) if text.startswith("@") else text)
+    if value is not None and not isinstance(value, dict):
+        example = '{"payload": {"amount": {"$gte": 10}}}'
+        raise argparse.ArgumentTypeError(f"must be a JSON object (e.g. '{example}') or null")
+    return Given(value)
+
+
 def field(text: str) -> tuple[str, Any]:
     name, sep, value = text.partition("=")
     if not sep or not name:

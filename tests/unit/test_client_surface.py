@@ -20,6 +20,7 @@ import pytest
 from aiohttp import web
 
 from dispatcher.cli_api import CLI_OPERATIONS, add_api_commands, run_api_command
+from dispatcher.cli_commands import receiver_fields
 from dispatcher.cli_output import Table, readable
 from dispatcher.client import OPERATIONS, ApiError, DispatcherClient, segment
 from web.openapi import build
@@ -444,3 +445,31 @@ async def test_quiet_create_keeps_the_new_secret_on_stderr(
                                     "--secret", "whsec_only_copy"])
     assert await asyncio.to_thread(run_api_command, args) == 0
     assert capsys.readouterr() == ("rcv_1\n", ""), "a secret the caller gave is not repeated"
+
+
+async def test_a_filter_is_sent_as_given_and_null_removes_it(recorder: Recorder) -> None:
+    wanted = {"payload": {"amount": {"$gte": 10}}}
+    async with DispatcherClient(recorder.url, "t") as client:
+        await client.create_receiver("https://example.com/h", filter=wanted)
+        await client.update_receiver("r1", filter=None)
+    create, patch = recorder.calls
+    assert create[3] == {"url": "https://example.com/h", "filter": wanted}
+    assert patch[3] == {"filter": None}
+
+
+@pytest.mark.parametrize(("argv", "sent"), [
+    (["receivers", "create", "https://e.com", "--filter", '{"payload.currency": "EUR"}'],
+     {"filter": {"payload.currency": "EUR"}}),
+    (["receivers", "update", "r1", "--filter", "null"], {"filter": None}),
+    (["receivers", "update", "r1", "--event-type", "a.*"], {"event_types": ["a.*"]}),
+])
+def test_the_filter_option_becomes_the_body_field(argv: list[str], sent: dict[str, Any]) -> None:
+    assert receiver_fields(api_parser().parse_args(argv)) == sent
+
+
+def test_a_filter_option_that_is_not_an_object_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = api_parser()
+    parser.exit_on_error = True
+    with pytest.raises(SystemExit) as info:
+        parser.parse_args(["receivers", "create", "https://e.com", "--filter", "[1]"])
+    assert info.value.code == 2 and "argument --filter: must be a JSON object" in capsys.readouterr().err
