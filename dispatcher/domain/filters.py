@@ -52,9 +52,33 @@ TOP_FIELDS = ("payload", "headers", "event_type")
 COMPARISONS = ("$eq", "$neq", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exist", "$regex")
 LOGICAL = ("$and", "$or", "$not")
 
-Document = dict[str, Any]
-Test = Callable[[Document], bool]
 Path = tuple[str, ...]
+MAX_CACHED_PATHS = 4096  # paths a document remembers what they reached (fan-out asks each many times)
+
+
+class Document:
+    """What a filter is matched against, with each path's values found once however many filters ask."""
+
+    __slots__ = ("_reached", "root")
+
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.root = root
+        self._reached: dict[tuple[Path, bool], list[Any]] = {}
+
+    def reach(self, key: tuple[Path, bool]) -> list[Any]:
+        """The values at path `key[0]` (with `key[1]`: and the elements of those that are arrays)."""
+        found = self._reached.get(key)
+        if found is None:
+            path, elements = key
+            found = _resolve(self.root, path)
+            if elements:
+                found = _with_elements(found)
+            if len(self._reached) < MAX_CACHED_PATHS:
+                self._reached[key] = found
+        return found
+
+
+Test = Callable[[Document], bool]
 
 
 class Filter:
@@ -71,9 +95,9 @@ class Filter:
 
 
 def document(event_type: str, payload: Any, headers: dict[str, str] | None) -> Document:
-    """What a filter is matched against."""
+    """What a filter is matched against: `{"event_type", "payload", "headers"}`, names lower-cased."""
     lowered = {name.lower(): value for name, value in headers.items()} if headers else {}
-    return {"event_type": event_type, "payload": payload, "headers": lowered}
+    return Document({"event_type": event_type, "payload": payload, "headers": lowered})
 
 
 def check_filter(value: object, field: str = "filter") -> dict[str, Any] | None:
@@ -199,15 +223,20 @@ ValueTest = Callable[[Any], bool]
 def _reached(path: Path, test: ValueTest, negate: bool) -> Test:
     """Some value at `path` (or an element of one) passes `test`; `negate`: none does."""
 
+    key = (path, True)
+
     def check(doc: Document) -> bool:
-        hit = any(test(v) for v in _with_elements(_resolve(doc, path)))
-        return not hit if negate else hit
+        for value in doc.reach(key):
+            if test(value):
+                return not negate
+        return negate
 
     return check
 
 
 def _exists(path: Path, wanted: bool) -> Test:
-    return lambda doc: bool(_resolve(doc, path)) is wanted
+    key = (path, False)
+    return lambda doc: bool(doc.reach(key)) is wanted
 
 
 def _comparison(op: str, arg: Any, where: str) -> ValueTest:
@@ -241,6 +270,9 @@ def _regex(arg: Any, where: str) -> ValueTest:
 
 def _membership(values: list[Any]) -> ValueTest:
     """Equal to one of `values` (JSON equality: `true` is not `1`, `1` is `1.0`)."""
+    if len(values) == 1 and isinstance(values[0], str):  # the common case, made short
+        wanted = values[0]
+        return lambda v: v.__class__ is str and v == wanted
     keyed = {_key(v) for v in values if not isinstance(v, (dict, list))}
     composite = [v for v in values if isinstance(v, (dict, list))]
 
@@ -274,9 +306,9 @@ def _json_equal(a: Any, b: Any) -> bool:
 # paths -----------------------------------------------------------------------------
 
 
-def _resolve(doc: Document, path: Path) -> list[Any]:
+def _resolve(root: dict[str, Any], path: Path) -> list[Any]:
     """The values `path` reaches (at most MAX_REACHED): through an array, in each element."""
-    current: list[Any] = [doc]
+    current: list[Any] = [root]
     for segment in path:
         following: list[Any] = []
         for value in current:

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from .errors import InvalidInput
-from .filters import Filter, compile_filter
+from .filters import Document, Filter, compile_filter
 
 STAR = "*"
 MAX_PATTERNS = 256
@@ -196,8 +196,7 @@ class SubscriptionIndex:
             else:
                 del node.children[part]
 
-    def match(self, event_type: str, tenant: str | None = None,
-              document: dict[str, Any] | None = None) -> set[str]:
+    def match(self, event_type: str, tenant: str | None = None, document: Document | None = None) -> set[str]:
         """Receivers an event of `event_type` (from `tenant`) goes to.
 
         With the event's `document` (filters.document), receivers whose filter refuses it are left
@@ -224,9 +223,24 @@ class SubscriptionIndex:
             for t in tenants:
                 found.update(node.exact.get(t, ()))
         if document is not None and self._filters:
-            filters = self._filters
-            return {key.decode() for key in found if key not in filters or filters[key].accepts(document)}
+            return {key.decode() for key in self._accepting(found, document)}
         return {key.decode() for key in found}
+
+    def _accepting(self, keys: set[bytes], document: Document) -> list[bytes]:
+        """The receivers whose filter (if any) takes the document; a shared filter runs once."""
+        filters = self._filters
+        verdicts: dict[Filter, bool] = {}
+        taken: list[bytes] = []
+        for key in keys:
+            compiled = filters.get(key)
+            if compiled is not None:
+                verdict = verdicts.get(compiled)
+                if verdict is None:
+                    verdict = verdicts[compiled] = compiled.accepts(document)
+                if not verdict:
+                    continue
+            taken.append(key)
+        return taken
 
 
 def _discard(sets: dict[str | None, set[bytes]], tenant: str | None, key: bytes) -> None:

@@ -319,3 +319,12 @@ def test_a_direct_message_the_filter_refuses_takes_no_seq() -> None:
     copy = Message("m3", "r1", "a.b", {"keep": False}, from_event=True)
     state, effects = decide(state, Intake(copy), facts, POLICY)
     assert state.next_seq == 3, "an event's copy was filtered at fan-out, not again"
+
+
+def test_the_bench_runs_and_its_cases_match_what_they_say() -> None:
+    from bench import filters as bench_filters
+
+    results = bench_filters.main(["--subscribers", "20", "--runs", "1"])
+    assert {case: results[case]["matched"] for case in bench_filters.CASES} == {
+        "none": 20, "eq": 20, "range": 20, "regex": 20, "mixed": 20, "distinct": 0,
+    }
