@@ -108,8 +108,17 @@ def check_filter(value: object, field: str = "filter") -> dict[str, Any] | None:
     return compiled.source if compiled.source else None
 
 
-def compile_filter(value: object, field: str = "filter") -> Filter:
-    """Validate and compile; InvalidInput names the path at fault."""
+def compile_filter(value: object, field: str = "filter", accept_invalid: bool = False) -> Filter:
+    """Validate and compile; InvalidInput names the path at fault.
+
+    `accept_invalid`: a stored filter this version cannot compile (one written by a newer version)
+    takes every message instead of raising: a message is delivered rather than lost.
+    """
+    if accept_invalid:
+        try:
+            return compile_filter(value, field)
+        except InvalidInput:
+            return Filter(value if isinstance(value, dict) else {}, lambda doc: True)
     if not isinstance(value, dict):
         raise InvalidInput(field, "must be a JSON object (a filter over payload and headers) or null")
     try:

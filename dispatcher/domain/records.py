@@ -120,7 +120,7 @@ class ReceiverConfig:
             return True
         compiled = getattr(self, "_filter", None)  # `evolve` leaves the slot unset
         if compiled is None:
-            compiled = compile_filter(self.filter)
+            compiled = compile_filter(self.filter, accept_invalid=True)
             object.__setattr__(self, "_filter", compiled)
         return compiled.accepts(filter_document(message.event_type, message.payload, message.headers))
 

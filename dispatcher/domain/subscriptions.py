@@ -125,7 +125,7 @@ class SubscriptionIndex:
         `content_filter` is validated JSON (a receiver's stored filter); it is compiled here.
         """
         key = receiver_id.encode()
-        compiled = self._compile(content_filter) if content_filter else None  # may raise: nothing changed
+        compiled = self._compile(content_filter) if content_filter else None
         self._remove(key)
         if compiled is not None:
             self._filters[key] = compiled
@@ -154,8 +154,8 @@ class SubscriptionIndex:
     def _compile(self, content_filter: dict[str, Any]) -> Filter:
         canonical = orjson.dumps(content_filter, option=orjson.OPT_SORT_KEYS)
         compiled = self._compiled.get(canonical)
-        if compiled is None:
-            compiled = self._compiled[canonical] = compile_filter(content_filter)
+        if compiled is None:  # one this version cannot compile takes every event (as at intake)
+            compiled = self._compiled[canonical] = compile_filter(content_filter, accept_invalid=True)
         return compiled
 
     @property

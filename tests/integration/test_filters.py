@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 
 from tests.harness import Api, Receiver, WorkerProcess, first_copies, wait_until, wait_until_read
+from tests.integration.test_ui_owner import logged_in
 
 FILTERS: list[tuple[str, dict[str, Any] | None, set[int]]] = [
     # receiver, its filter, the EVENTS (by n) it gets
@@ -63,7 +64,9 @@ async def _known(worker: WorkerProcess) -> int:
     return int((await worker.readyz())["subscriptions"]["receivers"])
 
 
-async def test_a_direct_message_the_filter_refuses_reads_filtered_and_takes_no_seq(api: Api) -> None:
+async def test_a_direct_message_the_filter_refuses_reads_filtered_and_takes_no_seq(
+    worker: WorkerProcess, api: Api
+) -> None:
     server = await Receiver().start()
     try:
         await api.create_receiver(url=server.url("d"), id="f-direct",
@@ -89,6 +92,10 @@ async def test_a_direct_message_the_filter_refuses_reads_filtered_and_takes_no_s
             assert status == 200 and (answer["status"], answer["seq"]) == (status_word, seq), answer
         state = await api.state("f-direct")
         assert state["next_seq"] == 3, state
+        session = await logged_in(worker)
+        async with session, session.get(worker.url + "/ui/receivers/f-direct/messages/d2") as page:
+            html = await page.text()
+            assert page.status == 200 and ">filtered<" in html and "filter refused it" in html, html[:500]
     finally:
         await server.stop()
 

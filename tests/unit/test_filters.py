@@ -328,3 +328,12 @@ def test_the_bench_runs_and_its_cases_match_what_they_say() -> None:
     assert {case: results[case]["matched"] for case in bench_filters.CASES} == {
         "none": 20, "eq": 20, "range": 20, "regex": 20, "mixed": 20, "distinct": 0,
     }
+
+
+def test_a_stored_filter_this_version_cannot_compile_takes_every_message() -> None:
+    newer = {"payload": {"x": {"$near": [1, 2]}}}  # an operator of a later version
+    config = ReceiverConfig("r1", "http://127.0.0.1:1/", "whsec_" + "A" * 32, filter=newer)
+    assert config.accepts(Message("m1", "r1", "a.b", {"x": 0})) is True
+    index = SubscriptionIndex()
+    index.put("r1", ["a.*"], None, newer)
+    assert index.match("a.b", None, document("a.b", {}, None)) == {"r1"}

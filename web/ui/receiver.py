@@ -146,12 +146,13 @@ async def message(ui: Ui) -> web.StreamResponse:
     """A message's status, seq, payload (while kept) and its attempts still in the log, oldest first."""
     rid = _rid(ui)
     found = await message_view(ui.engine, rid, ui.request.match_info["message_id"])
-    entry = ui.engine.backlog_entry(rid, found["seq"])
+    seq = found["seq"]  # None: filtered, never stored nor attempted
+    entry = ui.engine.backlog_entry(rid, seq) if seq is not None else None
     payload = orjson.dumps(entry["data"], option=orjson.OPT_INDENT_2).decode() if entry else None
     state = receiver_here(ui.engine, rid)
-    logged = ui.engine.attempts(rid, state.attempt_no, ATTEMPTS_SHOWN)
+    logged = ui.engine.attempts(rid, state.attempt_no, ATTEMPTS_SHOWN) if seq is not None else []
     timeline = [a for a in reversed(logged) if a.get("msg_id") == found["id"]
-                or (a.get("seq") and a["seq"] <= found["seq"] <= (a.get("last") or a["seq"]))]
+                or (a.get("seq") and a["seq"] <= seq <= (a.get("last") or a["seq"]))]
     return ui.render("message.html", m=found, payload=payload, entry=entry, timeline=timeline)
 
 
