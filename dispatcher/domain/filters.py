@@ -344,14 +344,16 @@ def _step(value: Any, segment: str, into: list[Any]) -> None:
 
 
 def _with_elements(values: list[Any]) -> list[Any]:
-    """Each value, and the elements of those that are arrays (bounded)."""
+    """Each value, and the elements of those that are arrays (at most MAX_REACHED in all)."""
     if not any(isinstance(v, list) for v in values):
         return values
     out: list[Any] = []
     for v in values:
         out.append(v)
         if isinstance(v, list):
-            out.extend(v[:MAX_REACHED])
+            out.extend(v[: MAX_REACHED - len(out)])
+        if len(out) >= MAX_REACHED:
+            break
     return out
 
 

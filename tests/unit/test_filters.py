@@ -231,8 +231,26 @@ def test_a_valid_filter_stays_within_its_bounds(spec: dict[str, Any]) -> None:
     assert len(orjson.dumps(spec)) <= MAX_FILTER_BYTES
 
 
+WIDE = st.recursive(
+    st.integers(0, 3) | st.sampled_from(["a", "b"]),
+    lambda children: st.lists(children, min_size=0, max_size=40)
+    | st.dictionaries(st.sampled_from(["a", "b", "0"]), children, max_size=3),
+    max_leaves=3000,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(payload=WIDE, path=st.lists(st.sampled_from(["a", "b", "0"]), min_size=1, max_size=6))
+def test_a_path_reaches_at_most_max_reached_values(payload: Any, path: list[str]) -> None:
+    doc = document("t", payload, None)
+    full = ("payload", *path)
+    assert len(doc.reach((full, False))) <= MAX_REACHED
+    assert len(doc.reach((full, True))) <= MAX_REACHED
+
+
 def test_a_path_through_huge_arrays_looks_at_a_bounded_number_of_values() -> None:
-    wide = {"rows": [{"cells": list(range(100))} for _ in range(100)]}  # 10,000 cells
+    wide = {"rows": [{"cells": list(range(r * 100, r * 100 + 100))} for r in range(100)]}  # 0..9,999
+    assert len(document("t", wide, None).reach((("payload", "rows", "cells"), True))) == MAX_REACHED
     compiled = compile_filter({"payload": {"rows.cells": 9999}})
     assert compiled.accepts(document("t", wide, None)) is False  # past MAX_REACHED: not looked at
     assert compile_filter({"payload": {"rows.cells": 5}}).accepts(document("t", wide, None)) is True
