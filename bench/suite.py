@@ -89,6 +89,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def machine_busy() -> tuple[float, float]:
+    """(CPU seconds every core has been busy, monotonic now), from /proc/stat: over a span, the
+    machine's busy cores, the processes of other people's work included."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return (sum(fields[:8]) - idle) / TICKS, time.monotonic()
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -374,11 +382,19 @@ async def drain_once(bench: Bench, repeat: int, tag: str = "drain", receiver: Ng
     await wait_for(lambda: tally.update() > 0, 120, "the first delivery", 0.005)
     cpu_first, bench_cpu_first = sum(cpu_seconds(pid) for pid in pids), time.process_time()
     others_first = {name: cpu_seconds(proc.pid) for name, proc in others.items() if proc is not None}
+    busy_first = machine_busy()
     await wait_for(lambda: tally.update() >= total, 600, "the drain")
     cpu_last, bench_cpu_last = sum(cpu_seconds(pid) for pid in pids), time.process_time()
-    others_cpu = {f"{name}_cpu_s_per_1000":
-                  round((cpu_seconds(proc.pid) - others_first[name]) / total * 1000, 3)
-                  for name, proc in others.items() if proc is not None}
+    busy_last = machine_busy()
+    others_s = {name: cpu_seconds(proc.pid) - others_first[name] for name, proc in others.items()
+                if proc is not None}
+    others_cpu: dict[str, float] = {f"{name}_cpu_s_per_1000": round(used / total * 1000, 3)
+                                    for name, used in others_s.items()}
+    # The machine's busy cores over the drain, and how many of them went to work outside this run.
+    wall = busy_last[1] - busy_first[1]
+    ours = cpu_last - cpu_first + sum(others_s.values()) + time.process_time() - bench_cpu_first
+    others_cpu["machine_busy_cores"] = round((busy_last[0] - busy_first[0]) / wall, 2)
+    others_cpu["busy_cores_outside_the_run"] = round((busy_last[0] - busy_first[0] - ours) / wall, 2)
     await asyncio.sleep(0.2)  # the access log flushes every 50 ms
     tally.update()
     hits = tally.hits
