@@ -190,7 +190,6 @@ async def restart_once(bench: Bench, static: bool, repeat: int = 0) -> dict[str,
         started = time.time()
         await suite.wait_for(lambda: any(h.at > exited for h in mine()), 120, "a delivery after the restart",
                              0.005)
-        after = [h for h in mine() if h.at > exited]
         await suite.wait_for(lambda: len({h.path for h in mine() if h.at > exited}) >= len(ids), 60,
                              "a delivery to every receiver after the restart")
         await new.wait_ready()
@@ -200,24 +199,11 @@ async def restart_once(bench: Bench, static: bool, repeat: int = 0) -> dict[str,
         await feeding
     await suite.wait_for(lambda: len({h.msg_id for h in mine()}) >= stream.sent, 120, "the stream delivered")
     await asyncio.sleep(0.2)  # the access log flushes every 50 ms
-    hits = mine()
-    before = [h.at for h in hits if h.at <= exited]
-    first = min(h.at for h in after) if after else None
-    expected = {f"{prefix}{i}": stream.counts[rid] for i, rid in enumerate(ids)}
-    partition_of = partitioner(suite.PARTITIONS)
-    firsts: dict[int, float] = {}
-    for h in sorted(hits, key=lambda h: h.at):
-        if h.at > exited:
-            firsts.setdefault(partition_of(ids[int(h.path.removeprefix(prefix))]), h.at)
+    times = {"stopped": stopped, "exited": exited, "started": started, "ready": ready}
     out = {"receivers": count, "rate": rate, "static_membership": static,
            "session_timeout_s": float(new.env().get("DISPATCHER_SESSION_TIMEOUT", 10)),
-           "stop_s": round(exited - stopped, 2),
-           "stop_to_next_delivery_s": round(first - stopped, 2) if first else None,
-           "start_to_first_delivery_s": round(first - started, 2) if first else None,
-           "last_delivery_before_stop_s": round(max(before) - stopped, 3) if before else None,
-           "stop_to_every_partition_s": round(max(firsts.values()) - stopped, 2) if firsts else None,
-           "stop_to_ready_s": round(ready - stopped, 2), "sent": stream.sent,
-           **suite.order_report(hits, expected)}
+           **gap_figures(mine(), ids, prefix, times), "sent": stream.sent,
+           **suite.order_report(mine(), {f"{prefix}{i}": stream.counts[rid] for i, rid in enumerate(ids)})}
     kind = "same instance id" if static else "no instance id"
     suite.progress(f"  restart ({kind}): stop took {out['stop_s']} s, next delivery "
                    f"{out['stop_to_next_delivery_s']} s after the SIGTERM "
@@ -226,6 +212,25 @@ async def restart_once(bench: Bench, static: bool, repeat: int = 0) -> dict[str,
                    f"lost {out['lost']}, out of order {out['out_of_order']}")
     new.stop()
     return out
+
+
+def gap_figures(hits: list[Hit], ids: list[str], prefix: str, times: dict[str, float]) -> dict[str, Any]:
+    """A restart's figures from its deliveries (`times`: when it was stopped, exited, started, ready)."""
+    stopped, exited = times["stopped"], times["exited"]
+    before = [h.at for h in hits if h.at <= exited]
+    after = [h.at for h in hits if h.at > exited]
+    first = min(after) if after else None
+    partition_of = partitioner(_suite().PARTITIONS)
+    firsts: dict[int, float] = {}
+    for h in sorted(hits, key=lambda h: h.at):
+        if h.at > exited:
+            firsts.setdefault(partition_of(ids[int(h.path.removeprefix(prefix))]), h.at)
+    return {"stop_s": round(exited - stopped, 2),
+            "stop_to_next_delivery_s": round(first - stopped, 2) if first else None,
+            "start_to_first_delivery_s": round(first - times["started"], 2) if first else None,
+            "last_delivery_before_stop_s": round(max(before) - stopped, 3) if before else None,
+            "stop_to_every_partition_s": round(max(firsts.values()) - stopped, 2) if firsts else None,
+            "stop_to_ready_s": round(times["ready"] - stopped, 2)}
 
 
 async def restart(bench: Bench) -> dict[str, Any]:

@@ -36,6 +36,7 @@ import contextlib
 import os
 import ssl
 import statistics
+import subprocess
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -377,30 +378,17 @@ async def drain_once(bench: Bench, repeat: int, tag: str = "drain", receiver: Ng
     pids = [w.process.pid for w in group if w.process is not None]
 
     tally = Tally(nginx, prefix, first_hit)
-    # What else on the machine each delivery costs: the broker's and nginx's CPU over the same span.
-    others = {"broker": bench.broker.process, "nginx": nginx.process}
+    span = CpuSpan(pids, {"broker": bench.broker.process, "nginx": nginx.process})
     await wait_for(lambda: tally.update() > 0, 120, "the first delivery", 0.005)
-    cpu_first, bench_cpu_first = sum(cpu_seconds(pid) for pid in pids), time.process_time()
-    others_first = {name: cpu_seconds(proc.pid) for name, proc in others.items() if proc is not None}
-    busy_first = machine_busy()
+    span.start()
     await wait_for(lambda: tally.update() >= total, 600, "the drain")
-    cpu_last, bench_cpu_last = sum(cpu_seconds(pid) for pid in pids), time.process_time()
-    busy_last = machine_busy()
-    others_s = {name: cpu_seconds(proc.pid) - others_first[name] for name, proc in others.items()
-                if proc is not None}
-    others_cpu: dict[str, float] = {f"{name}_cpu_s_per_1000": round(used / total * 1000, 3)
-                                    for name, used in others_s.items()}
-    # The machine's busy cores over the drain, and how many of them went to work outside this run.
-    wall = busy_last[1] - busy_first[1]
-    ours = cpu_last - cpu_first + sum(others_s.values()) + time.process_time() - bench_cpu_first
-    others_cpu["machine_busy_cores"] = round((busy_last[0] - busy_first[0]) / wall, 2)
-    others_cpu["busy_cores_outside_the_run"] = round((busy_last[0] - busy_first[0] - ours) / wall, 2)
+    workers_cpu, others_cpu = span.stop(total)
     await asyncio.sleep(0.2)  # the access log flushes every 50 ms
     tally.update()
     hits = tally.hits
-    run = {**arrivals(hits, prefix, counts, cpu_last - cpu_first), "workers": count,
+    run = {**arrivals(hits, prefix, counts, workers_cpu), "workers": count,
            "start_to_first_delivery_s": round(min(h.at for h in hits) - started, 2) if hits else None,
-           "bench_cpu_s": round(bench_cpu_last - bench_cpu_first, 3), **others_cpu}
+           **others_cpu}
     if count > 1:  # where the span goes: each worker's share, first and last delivery
         run["per_worker"] = await per_worker(group, hits, ids, prefix, min(h.at for h in hits))
     progress(f"  {tag} run {repeat + 1} ({count} worker{'s' if count > 1 else ''}): {run['per_s']:,.0f}/s, "
@@ -408,6 +396,36 @@ async def drain_once(bench: Bench, repeat: int, tag: str = "drain", receiver: Ng
              f"out of order {run['out_of_order']}, "
              f"first delivery {run['start_to_first_delivery_s']} s after the start")
     return run, worker, ids, app_id
+
+
+class CpuSpan:
+    """CPU over a span: the workers' (`pids`), other processes' of the run (the broker, nginx), the
+    bench's own, and the machine's busy cores with the share that went to work outside the run."""
+
+    def __init__(self, pids: list[int], others: dict[str, subprocess.Popen[bytes] | None]) -> None:
+        self.pids = pids
+        self.others = {name: proc.pid for name, proc in others.items() if proc is not None}
+        self.first: dict[str, float] = {}
+        self.busy_first = (0.0, 0.0)
+
+    def _now(self) -> dict[str, float]:
+        return {"workers": sum(cpu_seconds(pid) for pid in self.pids), "bench": time.process_time(),
+                **{name: cpu_seconds(pid) for name, pid in self.others.items()}}
+
+    def start(self) -> None:
+        self.first, self.busy_first = self._now(), machine_busy()
+
+    def stop(self, deliveries: int) -> tuple[float, dict[str, float]]:
+        """The workers' CPU seconds, and the other figures (CPU s per 1,000 deliveries, cores)."""
+        last, busy_last = self._now(), machine_busy()
+        used = {name: last[name] - self.first[name] for name in last}
+        figures = {f"{name}_cpu_s_per_1000": round(used[name] / deliveries * 1000, 3) for name in self.others}
+        wall = busy_last[1] - self.busy_first[1]
+        busy = busy_last[0] - self.busy_first[0]
+        figures["bench_cpu_s"] = round(used["bench"], 3)
+        figures["machine_busy_cores"] = round(busy / wall, 2)
+        figures["busy_cores_outside_the_run"] = round((busy - sum(used.values())) / wall, 2)
+        return used["workers"], figures
 
 
 class Tally:
