@@ -152,7 +152,9 @@ async def test_an_unordered_receiver_gets_max_in_flight_at_once_and_retries_each
 
     server = await Receiver(slowish, host="127.0.0.5").start()
     try:
-        made = await api.create_receiver(server.url("u"), ordering="none", max_in_flight=8)
+        # Fixed: an adaptive window would halve at the 503s (tests/integration/test_receiver_steering.py).
+        made = await api.create_receiver(server.url("u"), ordering="none", max_in_flight=8,
+                                         concurrency="fixed")
         assert (made["ordering"], made["max_in_flight"]) == ("none", 8)
         rid = made["id"]
         await api.send_batch([message(rid, n) for n in range(60)])
