@@ -326,7 +326,9 @@ class Deliverer:
             outcome = await self._post_ping(job.receiver_id, job.token, job.config)
         outcome = evolve(outcome, attempt=job.attempt)
         self.counts.attempt(outcome_label(outcome), job.lane, kind, outcome.latency_ms / 1000)
-        log.info(
+        quiet = kind == "heartbeat" and outcome.ok  # one a minute from each of thousands: not news
+        log.log(
+            logging.DEBUG if quiet else logging.INFO,
             "%s receiver_id=%s number=%d lane=%s status=%s error=%s",
             kind, job.receiver_id, job.attempt, job.lane, outcome.status, outcome.error,
         )
