@@ -48,6 +48,8 @@ CLI_OPERATIONS: dict[str, str] = {
     "getLastResponse": "receivers last-response",
     "listDeadLetters": "dead-letters list",
     "replayDeadLetters": "dead-letters replay",
+    "resendMessage": "receivers resend",
+    "recoverDeadLetters": "receivers recover",
     "rotateReceiverSecret": "receivers rotate-secret",
     "verifyReceiver": "receivers verify",
     "pauseReceiver": "receivers pause",
@@ -132,6 +134,17 @@ def _inspect_commands(receivers: Any) -> None:
     events.add_argument("receiver_id", type=argtype.ident)
     events.add_argument("--after-seq", type=argtype.not_negative, default=0)
     events.add_argument("--limit", type=argtype.positive, default=100)
+    resend = _api(_parser(receivers, "resend", "send a delivered message again, as a new message "
+                          "(next seq, webhook-replay-of)"), run.resend)
+    resend.add_argument("receiver_id", type=argtype.ident)
+    resend.add_argument("message_id", type=argtype.ident)
+    resend.add_argument("--id", help="the new message's id (the idempotency key)")
+    recover = _api(_parser(receivers, "recover", "send again everything dead-lettered since a time, "
+                           "a page at a time, showing progress"), run.recover)
+    recover.add_argument("receiver_id", type=argtype.ident)
+    recover.add_argument("--since", required=True, metavar="TIME", help="unix seconds or RFC 3339")
+    recover.add_argument("--until", metavar="TIME", help="unix seconds or RFC 3339 (default: now)")
+    recover.add_argument("--page", type=argtype.positive, default=1000, help="dead letters sent per call")
     reset = _api(_parser(receivers, "reset-state", "dead-letter the backlog and drop counters and "
                          "history (for testing); needs --confirm"), run.reset_state)
     reset.add_argument("receiver_id", type=argtype.ident)

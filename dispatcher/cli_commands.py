@@ -240,6 +240,31 @@ async def replay(client: DispatcherClient, args: argparse.Namespace) -> Any:
     return {"receiver_id": args.receiver_id, "replayed": replayed, "skipped": skipped, "pages": len(pages)}
 
 
+async def resend(client: DispatcherClient, args: argparse.Namespace) -> Any:
+    return await client.resend(args.receiver_id, args.message_id, id=args.id)
+
+
+async def recover(client: DispatcherClient, args: argparse.Namespace) -> Any:
+    """Recover page by page, `until` fixed by the first answer; progress on stderr."""
+    page = await client.recover(args.receiver_id, args.since, until=args.until, limit=args.page)
+    recovered, skipped, scanned, pages = 0, 0, 0, 0
+    while True:
+        recovered += page["recovered"]
+        skipped += len(page["skipped_seqs"])
+        scanned += page["scanned"]
+        pages += 1
+        after = page["next_after_seq"]
+        through = f" through seq {after}" if after is not None else ""
+        print(f"recovered {recovered}, skipped {skipped}, {scanned} dead letters read{through}",
+              file=sys.stderr, flush=True)
+        if after is None:
+            break
+        page = await client.recover(args.receiver_id, page["since"], until=page["until"], after_seq=after,
+                                    limit=args.page)
+    return {"receiver_id": args.receiver_id, "recovered": recovered, "skipped": skipped,
+            "scanned": scanned, "pages": pages}
+
+
 async def _letter_pages(
     client: DispatcherClient, args: argparse.Namespace
 ) -> tuple[list[tuple[int, int]], float]:

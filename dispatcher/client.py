@@ -53,6 +53,8 @@ OPERATIONS: dict[str, str] = {
     "getLastResponse": "last_response",
     "listDeadLetters": "dead_letters",
     "replayDeadLetters": "replay",
+    "resendMessage": "resend",
+    "recoverDeadLetters": "recover",
     "rotateReceiverSecret": "rotate_secret",
     "verifyReceiver": "verify",
     "pauseReceiver": "pause",
@@ -369,6 +371,22 @@ class DispatcherClient:
         """
         selector = {"from_seq": from_seq, "to_seq": to_seq, "since": since, "until": until, "limit": limit}
         return await self.request("POST", _receiver_path(receiver_id, "/replay"), _present(selector))
+
+    async def resend(self, receiver_id: str, message_id: str, *, id: str | None = None) -> dict[str, Any]:
+        """Send a delivered, still kept message again as a new message (next seq, `webhook-replay-of`):
+        `{"id", "receiver_id", "resend_of": {"id", "seq"}}`. `id` names the new message (idempotent)."""
+        path = _receiver_path(receiver_id, f"/messages/{segment(message_id)}/resend")
+        return await self.request("POST", path, _present({"id": id}))
+
+    async def recover(
+        self, receiver_id: str, since: float | str, *, until: float | str | None = None,
+        after_seq: int | None = None, limit: int | None = None,
+    ) -> dict[str, Any]:
+        """One page of a recovery: dead letters of `since`..`until` (unix seconds or RFC 3339; until
+        defaults to now) sent again. `{"recovered", "messages", "skipped_seqs", "scanned",
+        "next_after_seq", "since", "until"}`; call again with `next_after_seq` and `until` until None."""
+        selector = {"since": since, "until": until, "after_seq": after_seq, "limit": limit}
+        return await self.request("POST", _receiver_path(receiver_id, "/recover"), _present(selector))
 
     # messages and events ----------------------------------------------------------
 

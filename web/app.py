@@ -6,7 +6,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from . import api, health, metrics, receiver_list, receiver_ops, receiver_security
+from . import api, health, metrics, receiver_list, receiver_ops, receiver_security, resend_ops
 from .engine import ENGINE, Engine
 from .middleware import auth_middleware, errors_middleware
 from .ui import setup_ui
@@ -45,6 +45,8 @@ def setup_web(app: web.Application, engine: Engine) -> None:
     app.router.add_get("/v1/receivers/{receiver_id}/last-response", receiver_ops.last_response)
     app.router.add_get("/v1/receivers/{receiver_id}/dead-letters", receiver_ops.dead_letters)
     app.router.add_post("/v1/receivers/{receiver_id}/replay", receiver_ops.replay)
+    app.router.add_post("/v1/receivers/{receiver_id}/messages/{message_id}/resend", resend_ops.resend)
+    app.router.add_post("/v1/receivers/{receiver_id}/recover", resend_ops.recover)
     app.router.add_post("/v1/receivers/{receiver_id}/secrets/rotate", receiver_security.rotate_secret)
     app.router.add_post("/v1/receivers/{receiver_id}/verify", receiver_security.verify_endpoint)
     app.router.add_post("/v1/messages", api.send_message)

@@ -25,7 +25,7 @@ from dispatcher.domain.delivery_options import (
     MIN_RATE,
 )
 
-from .receiver_ops import APPLIED_WAIT, STATUSES
+from .receiver_ops import APPLIED_WAIT, MAX_REPLAY, STATUSES
 
 DOC_PATH = Path(__file__).resolve().parent / "openapi.json"  # package data: served by any install
 
@@ -238,6 +238,7 @@ def errors(*statuses: int) -> dict[str, Any]:
         401: "no or wrong token",
         404: "not found",
         409: "conflict",
+        410: "gone (past retention)",
         413: "too large",
         422: "invalid field",
         429: "backlog full",
@@ -306,6 +307,8 @@ OPERATION_IDS: dict[tuple[str, str], str] = {
     ("/v1/receivers/{receiver_id}/last-response", "get"): "getLastResponse",
     ("/v1/receivers/{receiver_id}/dead-letters", "get"): "listDeadLetters",
     ("/v1/receivers/{receiver_id}/replay", "post"): "replayDeadLetters",
+    ("/v1/receivers/{receiver_id}/messages/{message_id}/resend", "post"): "resendMessage",
+    ("/v1/receivers/{receiver_id}/recover", "post"): "recoverDeadLetters",
     ("/v1/receivers/{receiver_id}/secrets/rotate", "post"): "rotateReceiverSecret",
     ("/v1/receivers/{receiver_id}/verify", "post"): "verifyReceiver",
     ("/v1/receivers/{receiver_id}/pause", "post"): "pauseReceiver",
@@ -526,6 +529,62 @@ def build() -> dict[str, Any]:
                 {"202": answer("replayed", OBJ)},
                 method_body=body(OBJ, required=False),
                 fail=(400, 401, 404, 422),
+            ),
+        },
+        "/v1/receivers/{receiver_id}/messages/{message_id}/resend": {
+            "parameters": [RID, {"name": "message_id", "in": "path", "required": True, "schema": ID}],
+            "post": receiver_op(
+                "send a delivered message again, as a new message",
+                {"202": answer("accepted", {
+                    "type": "object", "required": ["id", "receiver_id", "resend_of"],
+                    "properties": {"id": ID, "receiver_id": ID, "resend_of": {
+                        "type": "object", "properties": {"id": ID, "seq": INT}}},
+                })},
+                method_body=body({"type": "object", "properties": {"id": ID}, "additionalProperties": False},
+                                 required=False),
+                fail=(400, 401, 404, 409, 410, 422, 503),
+                description=(
+                    "A delivered message still kept (DISPATCHER_RETAIN_SECONDS) is sent again as a new "
+                    "message at the end of the receiver's backlog: a new id (webhook-id), the next seq, and "
+                    "`webhook-replay-of` naming the seq it copies, so seqs stay contiguous and order holds. "
+                    "`id` (optional) names the new message, so a retried call is taken once. 404 "
+                    "`not_found` (field `message_id`): unknown message; 409 `not_delivered`: it is pending, "
+                    "dead-lettered (use recover or replay) or was filtered; 410 `expired`: delivered and no "
+                    "longer kept."
+                ),
+            ),
+        },
+        "/v1/receivers/{receiver_id}/recover": {
+            "parameters": [RID],
+            "post": receiver_op(
+                "send dead letters of a time window again, a page per call",
+                {"202": answer("recovered", {
+                    "type": "object",
+                    "required": ["recovered", "messages", "skipped_seqs", "scanned", "next_after_seq",
+                                 "since", "until"],
+                    "properties": {
+                        "recovered": INT, "messages": {"type": "array", "items": OBJ},
+                        "skipped_seqs": {"type": "array", "items": INT}, "scanned": INT,
+                        "next_after_seq": nullable(INT), "since": NUM, "until": NUM,
+                    },
+                })},
+                method_body=body({
+                    "type": "object", "required": ["since"], "additionalProperties": False,
+                    "properties": {
+                        "since": {"oneOf": [{"type": "number", "minimum": 0}, STR]},
+                        "until": {"oneOf": [{"type": "number", "minimum": 0}, STR]},
+                        "after_seq": {"type": "integer", "minimum": 0},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_REPLAY},
+                    },
+                }),
+                fail=(400, 401, 404, 422),
+                description=(
+                    "Dead letters whose dead-letter time is in `since`..`until` (unix seconds or RFC 3339 "
+                    "with an offset; `until` defaults to now) are sent again as new messages, like replay. "
+                    "One call reads at most 10,000 dead letters and sends at most `limit` (default 1,000): "
+                    "while `next_after_seq` is not null, call again with it as `after_seq` and the answer's "
+                    "`until`, so copies that fail again (later dead letters) are not recovered twice."
+                ),
             ),
         },
         "/v1/receivers/{receiver_id}/secrets/rotate": {

@@ -39,7 +39,7 @@ def operations() -> dict[str, tuple[str, str]]:
 def test_every_operation_has_a_unique_camel_case_id() -> None:
     ids = [op["operationId"] for ops in build()["paths"].values()
            for method, op in ops.items() if method != "parameters"]
-    assert len(ids) == len(set(ids)) == 26
+    assert len(ids) == len(set(ids)) == 28
     assert all(re.fullmatch(r"[a-z]+(?:[A-Z][a-z]*)+", i) for i in ids), ids
 
 
@@ -113,7 +113,7 @@ async def recorder() -> AsyncIterator[Recorder]:
 
 ARGS = {
     "receiver_id": "r1", "message_id": "m1", "url": "https://example.com/hook", "event_type": "t.x",
-    "payload": {"n": 1}, "messages": [{"receiver_id": "r1", "event_type": "t.x", "payload": {}}],
+    "payload": {"n": 1}, "since": 0, "messages": [{"receiver_id": "r1", "event_type": "t.x", "payload": {}}],
 }
 
 
