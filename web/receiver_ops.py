@@ -7,7 +7,7 @@ others proxy there), because that worker's table holds the receiver.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -237,7 +237,7 @@ async def message_status(request: web.Request) -> web.Response:
 async def message_view(engine: Engine, receiver_id: str, message_id: str) -> dict[str, Any]:
     """A message's status answer (the API's and the UI's), on the receiver's owner."""
     msg_id = check_id(message_id, "message_id")
-    state, seq = await _accepted_seq(engine, receiver_id, msg_id)
+    state, seq = await accepted_seq(engine, receiver_id, msg_id)
     rid = state.receiver_id
     if seq == FILTERED_SEQ:
         return {"id": msg_id, "receiver_id": rid, "seq": None, "status": "filtered"}
@@ -256,7 +256,7 @@ async def message_view(engine: Engine, receiver_id: str, message_id: str) -> dic
     return {**body, "status": "delivered"}
 
 
-async def _accepted_seq(engine: Engine, receiver_id: str, msg_id: str) -> tuple[ReceiverState, int]:
+async def accepted_seq(engine: Engine, receiver_id: str, msg_id: str) -> tuple[ReceiverState, int]:
     """The receiver's state and the seq it gave `msg_id`; 404 only once every message accepted before
     this request is applied (503 if that is not sure within `APPLIED_WAIT`)."""
     state = receiver_here(engine, receiver_id)
@@ -389,7 +389,6 @@ async def replay(request: web.Request) -> web.Response:
 async def replay_letters(engine: Engine, rid: str, body: object) -> dict[str, Any]:
     """Replay the dead letters `body` picks (see `replay`); what was replayed and skipped."""
     pick, limit = _replay_filter(body)
-    now = time.time()
     chosen: list[dict[str, Any]] = []
     after = 0
     while len(chosen) < limit:
@@ -398,8 +397,16 @@ async def replay_letters(engine: Engine, rid: str, body: object) -> dict[str, An
         if len(page) < MAX_LIST:
             break
         after = page[-1]["seq"]
-    records, replayed, skipped = [], [], []
-    for letter in chosen:
+    done = await requeue(engine, rid, chosen)
+    return {"replayed": len(done["messages"]), **done}
+
+
+async def requeue(engine: Engine, rid: str, letters: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Send dead letters again as new messages naming the seq they copy (replay and recover);
+    `{"messages": [{"replay_of", "original_id", "id"}], "skipped_seqs"}` once Kafka has them."""
+    now = time.time()
+    records, sent, skipped = [], [], []
+    for letter in letters:
         original = letter["message"]
         if not original.get("type"):  # its backlog entry was lost: nothing to send again
             skipped.append(letter["seq"])
@@ -409,9 +416,9 @@ async def replay_letters(engine: Engine, rid: str, body: object) -> dict[str, An
             now, letter["seq"],
         )
         records.append((rid, encode_message_record(msg)))
-        replayed.append({"replay_of": letter["seq"], "original_id": letter["msg_id"], "id": msg.id})
+        sent.append({"replay_of": letter["seq"], "original_id": letter["msg_id"], "id": msg.id})
     await engine.produce_requests(records)
-    return {"replayed": len(replayed), "messages": replayed, "skipped_seqs": skipped}
+    return {"messages": sent, "skipped_seqs": skipped}
 
 
 def _replay_filter(body: object) -> tuple[Callable[[dict[str, Any]], bool], int]:

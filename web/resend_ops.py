@@ -21,7 +21,7 @@ from dispatcher.domain.recover import RecoverRequest, parse_recover, recover_pag
 
 from .api import _json, read_json
 from .engine import ENGINE, Engine
-from .receiver_ops import FILTERED_SEQ, MAX_LIST, MAX_REPLAY, _accepted_seq, receiver_here
+from .receiver_ops import FILTERED_SEQ, MAX_LIST, MAX_REPLAY, accepted_seq, receiver_here, requeue
 from .routing import owner_routed
 
 MAX_SCAN = 10 * MAX_LIST  # dead letters one recover call reads at most, matching or not
@@ -37,7 +37,7 @@ async def resend(request: web.Request) -> web.Response:
     body = await read_json(request, required=False) if request.can_read_body else None
     new_msg_id = _resend_id(body)
     msg_id = check_id(request.match_info["message_id"], "message_id")
-    state, seq = await _accepted_seq(engine, request.match_info["receiver_id"], msg_id)
+    state, seq = await accepted_seq(engine, request.match_info["receiver_id"], msg_id)
     rid = state.receiver_id
     entry = delivered_entry(engine, rid, seq)
     msg = Message(new_msg_id, rid, entry["type"], entry["data"], entry.get("headers") or {}, time.time(), seq)
@@ -109,19 +109,3 @@ def _recover_page(
             return chosen, len(letters), next_after
         after = page[-1]["seq"]
 
-
-async def requeue(engine: Engine, rid: str, letters: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """Send dead letters again as new messages naming the seq they copy; what was sent and skipped."""
-    now = time.time()
-    records, sent, skipped = [], [], []
-    for letter in letters:
-        original = letter["message"]
-        if not original.get("type"):  # its backlog entry was lost: nothing to send again
-            skipped.append(letter["seq"])
-            continue
-        msg = Message(new_id("msg"), rid, original["type"], original["data"], original.get("headers") or {},
-                      now, letter["seq"])
-        records.append((rid, encode_message_record(msg)))
-        sent.append({"replay_of": letter["seq"], "original_id": letter["msg_id"], "id": msg.id})
-    await engine.produce_requests(records)
-    return {"messages": sent, "skipped_seqs": skipped}
