@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import orjson
@@ -119,3 +120,21 @@ async def wait_until_dead(api: DispatcherClient, rid: str, count: int) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"never {count} dead letters")
+
+
+async def test_a_message_no_longer_kept_is_gone(make_module_worker: Callable[..., WorkerProcess]) -> None:
+    """With DISPATCHER_RETAIN_SECONDS=0 a delivered message is not kept: resend answers 410."""
+    forgetful = make_module_worker(DISPATCHER_RETAIN_SECONDS="0")
+    await forgetful.wait_ready()
+    server = await Receiver().start()
+    try:
+        async with DispatcherClient(forgetful.url, TOKEN) as api:
+            rid = (await api.create_receiver(server.url("gone")))["id"]
+            await api.send_message(rid, "t.gone", {"n": 1}, id="gone-1")
+            await wait_delivered(api, rid, "gone-1")
+            with pytest.raises(ApiError) as info:
+                await api.resend(rid, "gone-1")
+            assert (info.value.status, info.value.code, info.value.field) == (410, "expired", "message_id")
+            assert "DISPATCHER_RETAIN_SECONDS=0" in info.value.message
+    finally:
+        await server.stop()
