@@ -81,9 +81,7 @@ OPTION_FIELDS = frozenset(OPTION_NAMES)
 def parse_delivery_options(body: dict[str, Any], current: DeliveryOptions | None) -> DeliveryOptions:
     """The options a create/replace body sets; what it leaves out keeps its current value."""
     base = current or DeliveryOptions()
-    ordering = body.get("ordering", base.ordering)
-    if ordering not in ORDERINGS:
-        raise InvalidInput("ordering", f"must be one of {', '.join(ORDERINGS)}")
+    ordering = _one_of(body, "ordering", base.ordering, ORDERINGS)
     # Back to strict without a max_in_flight of its own: the ordered 1, not the old window.
     default_in_flight = 1 if ordering == STRICT else base.max_in_flight
     max_in_flight = _whole(body, "max_in_flight", default_in_flight, 1, MAX_IN_FLIGHT)
@@ -99,9 +97,11 @@ def parse_delivery_options(body: dict[str, Any], current: DeliveryOptions | None
         ordering=ordering,
         concurrency=_one_of(body, "concurrency", base.concurrency, CONCURRENCY_MODES),
         delivery_control=_one_of(body, "delivery_control", base.delivery_control, CONTROL_MODES),
-        heartbeat_interval=_heartbeat(body.get("heartbeat_interval", base.heartbeat_interval)),
+        heartbeat_interval=_none_or_in(body, "heartbeat_interval", base.heartbeat_interval,
+                                       (MIN_HEARTBEAT, MAX_HEARTBEAT), "seconds", "none"),
         max_in_flight=max_in_flight,
-        rate_limit=_rate(body.get("rate_limit", base.rate_limit)),
+        rate_limit=_none_or_in(body, "rate_limit", base.rate_limit, (MIN_RATE, MAX_RATE),
+                               "events per second", "no limit"),
         batch_max=batch_max,
         batch_max_bytes=_whole(body, "batch_max_bytes", base.batch_max_bytes, 0, MAX_BATCH_BYTES),
         backlog_max=_whole(body, "backlog_max", base.backlog_max, 0, MAX_BACKLOG),
@@ -110,14 +110,16 @@ def parse_delivery_options(body: dict[str, Any], current: DeliveryOptions | None
     )
 
 
-def _rate(value: Any) -> float:
-    """Events per second in MIN_RATE..MAX_RATE, or 0.0 for none (0, or null)."""
+def _none_or_in(
+    body: dict[str, Any], name: str, default: float, bounds: tuple[float, float], unit: str, none: str
+) -> float:
+    """A number in `bounds`, or 0.0 for none (0, or null)."""
+    value = body.get(name, default)
     if value is None or (_is_number(value) and value == 0):
         return 0.0  # -0.0 too: stored as the plain "none"
-    if not _is_number(value) or not MIN_RATE <= value <= MAX_RATE:
-        raise InvalidInput(
-            "rate_limit", f"must be events per second in {MIN_RATE:g}..{MAX_RATE:g} (0 or null: no limit)"
-        )
+    low, high = bounds
+    if not _is_number(value) or not low <= value <= high:
+        raise InvalidInput(name, f"must be {unit} in {low:g}..{high:g} (0 or null: {none})")
     return float(value)
 
 
@@ -126,17 +128,6 @@ def _one_of(body: dict[str, Any], name: str, default: str, choices: tuple[str, .
     if value not in choices:
         raise InvalidInput(name, f"must be one of {', '.join(choices)}")
     return str(value)
-
-
-def _heartbeat(value: Any) -> float:
-    """Seconds idle before a heartbeat, MIN_HEARTBEAT..MAX_HEARTBEAT, or 0.0 for none (0, or null)."""
-    if value is None or (_is_number(value) and value == 0):
-        return 0.0
-    if not _is_number(value) or not MIN_HEARTBEAT <= value <= MAX_HEARTBEAT:
-        raise InvalidInput(
-            "heartbeat_interval", f"must be seconds in {MIN_HEARTBEAT:g}..{MAX_HEARTBEAT:g} (0 or null: none)"
-        )
-    return float(value)
 
 
 def _backlog_bytes(body: dict[str, Any], default: int) -> int:
