@@ -224,6 +224,12 @@ class Receiver:
         if self._runner is not None:
             await self._runner.cleanup()
 
+    async def __aenter__(self) -> Receiver:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
     async def _handle(self, request: web.Request) -> web.Response:
         delivery = Delivery(
             request.match_info["path"], time.time(),

@@ -63,8 +63,7 @@ async def test_a_receiver_that_takes_k_at_once_gets_a_window_near_k(api: Api) ->
         finally:
             open_now[0] -= 1
 
-    server = await Receiver(overloaded).start()
-    try:
+    async with Receiver(overloaded) as server:
         made = await api.create_receiver(server.url("k"), ordering="none", max_in_flight=32)
         rid = made["id"]
         total = 300
@@ -79,8 +78,6 @@ async def test_a_receiver_that_takes_k_at_once_gets_a_window_near_k(api: Api) ->
         assert window["cuts"] >= 1 and window["reason"] in ("grew", "429", "latency")
         # A fixed window of 32 would draw about 28 refusals for every 4 deliveries.
         assert answered.get(429, 0) <= total // 5, answered
-    finally:
-        await server.stop()
 
 
 async def test_a_fixed_window_keeps_max_in_flight_out(api: Api) -> None:
@@ -106,8 +103,7 @@ async def test_a_fixed_window_keeps_max_in_flight_out(api: Api) -> None:
 
 
 async def test_pause_holds_delivery_for_the_seconds_asked(api: Api) -> None:
-    server = await Receiver(steering("pause=2")).start()
-    try:
+    async with Receiver(steering("pause=2")) as server:
         rid = (await api.create_receiver(server.url("pause")))["id"]
         await api.send_batch([message(rid, n) for n in range(3)])
         state = await api.eventually_state(rid, lambda s: (s["delivered"], s["backlog"]) == (1, 2), 30,
@@ -117,26 +113,20 @@ async def test_pause_holds_delivery_for_the_seconds_asked(api: Api) -> None:
         first, second = server.completed[0].at, server.completed[1].at
         assert second - first >= 1.9, "the second went out only after the pause"
         assert await controls(api, rid) == ["webhook-delivery-control: pause 2s"]
-    finally:
-        await server.stop()
 
 
 async def test_a_pause_longer_than_allowed_is_clamped(api: Api) -> None:
-    server = await Receiver(steering("pause=86400")).start()
-    try:
+    async with Receiver(steering("pause=86400")) as server:
         rid = (await api.create_receiver(server.url("long")))["id"]
         await api.send_batch([message(rid, n) for n in range(2)])
         await api.eventually_state(rid, lambda s: s["delivered"] == 2, 30, "both delivered after the clamp")
         assert await controls(api, rid) == [
             f"webhook-delivery-control: pause {MAX_PAUSE_S}s (asked 86400, at most {MAX_PAUSE_S})"
         ]
-    finally:
-        await server.stop()
 
 
 async def test_max_in_flight_lowers_the_window_up_to_the_ceiling(api: Api) -> None:
-    server = await Receiver(steering("max-in-flight=2", on_first=False)).start()
-    try:
+    async with Receiver(steering("max-in-flight=2", on_first=False)) as server:
         rid = (await api.create_receiver(server.url("cap"), ordering="none", max_in_flight=16,
                                          concurrency="fixed"))["id"]
         await api.send_batch([message(rid, 0)])
@@ -146,22 +136,16 @@ async def test_max_in_flight_lowers_the_window_up_to_the_ceiling(api: Api) -> No
         state = await api.eventually_state(rid, lambda s: s["delivered"] == 40, 60, "all delivered")
         assert server.max_concurrent <= 2
         assert (state["concurrency"]["window"], state["delivery_control"]["max_in_flight"]) == (2, 2)
-    finally:
-        await server.stop()
-    server = await Receiver(steering("max-in-flight=100")).start()
-    try:
+    async with Receiver(steering("max-in-flight=100")) as server:
         rid = (await api.create_receiver(server.url("over"), ordering="none", max_in_flight=8))["id"]
         await api.send_batch([message(rid, 0)])
         await api.eventually_state(rid, lambda s: s["delivered"] == 1, 30, "delivered")
         said = "webhook-delivery-control: max-in-flight 8 (asked 100, ceiling 8)"
         assert await controls(api, rid) == [said]
-    finally:
-        await server.stop()
 
 
 async def test_rate_paces_delivery_and_never_exceeds_the_receivers_own_limit(api: Api) -> None:
-    server = await Receiver(steering("rate=4")).start()
-    try:
+    async with Receiver(steering("rate=4")) as server:
         rid = (await api.create_receiver(server.url("rate")))["id"]
         await api.send_batch([message(rid, n) for n in range(10)])
         state = await api.eventually_state(rid, lambda s: s["delivered"] == 10, 60, "ten delivered")
@@ -169,21 +153,15 @@ async def test_rate_paces_delivery_and_never_exceeds_the_receivers_own_limit(api
         # After the first: a burst of 4, then 4 a second, so the other 5 need at least 1.25 s.
         assert arrivals[-1] - arrivals[1] >= 1.2
         assert state["delivery_control"]["rate"] == 4.0
-    finally:
-        await server.stop()
-    server = await Receiver(steering("rate=500")).start()
-    try:
+    async with Receiver(steering("rate=500")) as server:
         rid = (await api.create_receiver(server.url("capped"), rate_limit=50))["id"]
         await api.send_batch([message(rid, 0)])
         await api.eventually_state(rid, lambda s: s["delivered"] == 1, 30, "delivered")
         assert await controls(api, rid) == ["webhook-delivery-control: rate 50/s (asked 500, rate_limit 50)"]
-    finally:
-        await server.stop()
 
 
 async def test_disable_on_a_2xx_holds_the_rest_until_enabled(api: Api) -> None:
-    server = await Receiver(steering("disable")).start()
-    try:
+    async with Receiver(steering("disable")) as server:
         rid = (await api.create_receiver(server.url("off")))["id"]
         await api.send_batch([message(rid, n) for n in range(3)])
         state = await api.eventually_state(rid, lambda s: s["disabled"] and s["backlog"] == 2, 30,
@@ -192,22 +170,16 @@ async def test_disable_on_a_2xx_holds_the_rest_until_enabled(api: Api) -> None:
         assert "webhook-delivery-control: disable" in state["disabled_reason"]
         assert (await api.call("POST", f"/v1/receivers/{rid}/enable"))[0] == 200
         await api.eventually_state(rid, lambda s: s["delivered"] == 3, 30, "the rest once enabled")
-    finally:
-        await server.stop()
 
 
 async def test_ignore_and_bad_values_change_nothing_and_say_so(api: Api) -> None:
-    server = await Receiver(steering("pause=600, disable")).start()
-    try:
+    async with Receiver(steering("pause=600, disable")) as server:
         rid = (await api.create_receiver(server.url("deaf"), delivery_control="ignore"))["id"]
         await api.send_batch([message(rid, n) for n in range(3)])
         state = await api.eventually_state(rid, lambda s: s["delivered"] == 3, 30, "all three")
         assert not state["disabled"] and state["delivery_control"]["paused_until"] is None
         assert await controls(api, rid) == ["webhook-delivery-control ignored (delivery_control: ignore)"]
-    finally:
-        await server.stop()
-    server = await Receiver(steering("pause=-5, rate=fast, max-in-flight=1.5, hush=1")).start()
-    try:
+    async with Receiver(steering("pause=-5, rate=fast, max-in-flight=1.5, hush=1")) as server:
         rid = (await api.create_receiver(server.url("garbled"), ordering="none", max_in_flight=4))["id"]
         await api.send_batch([message(rid, n) for n in range(3)])
         state = await api.eventually_state(rid, lambda s: s["delivered"] == 3, 30, "all three")
@@ -217,8 +189,6 @@ async def test_ignore_and_bad_values_change_nothing_and_say_so(api: Api) -> None
         for said in ("unknown directive 'hush' skipped", "pause: '-5' is not a number",
                      "rate: 'fast' is not a number", "max-in-flight: '1.5' is not a whole number"):
             assert said in note
-    finally:
-        await server.stop()
 
 
 async def test_heartbeats_carry_the_last_seq_when_idle_and_never_while_busy(api: Api) -> None:
@@ -283,8 +253,7 @@ async def test_no_heartbeat_while_the_circuit_is_open_and_failures_do_not_count(
             return 500  # a failed heartbeat: logged, never counted
         return 500 if failing[0] else 200
 
-    server = await Receiver(behaviour).start()
-    try:
+    async with Receiver(behaviour) as server:
         made = await api.create_receiver(server.url("hbf"), heartbeat_interval=1)
         rid = made["id"]
         # Idle: heartbeats fail, and neither the breaker nor the failure count moves.
@@ -301,5 +270,3 @@ async def test_no_heartbeat_while_the_circuit_is_open_and_failures_do_not_count(
         # The open circuit's probes (1 s, then 2 s apart) are the clock: longer than the interval.
         await wait_until(lambda: since_open().count("webhook.ping") >= 2, 30, "two probes")
         assert "webhook.heartbeat" not in since_open(), "no heartbeat while the circuit is open"
-    finally:
-        await server.stop()
