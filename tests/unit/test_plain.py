@@ -1,10 +1,12 @@
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import orjson
 import pytest
 
 from dispatcher.domain.actor import ReceiverState
+from dispatcher.domain.aimd import Congestion
 from dispatcher.domain.breaker import Breaker, Circuit
+from dispatcher.domain.delivery_control import Asked
 from dispatcher.domain.lanes import Health, Lane
 from dispatcher.domain.plain import plain
 from dispatcher.domain.ratelimit import Bucket
@@ -49,5 +51,12 @@ def test_state_bytes_are_what_orjson_writes_of_the_state_itself() -> None:
     )
     reference = orjson.loads(orjson.dumps(state))  # orjson's own dataclass writing, slower
     reference["config"] = config.as_dict()
+    del reference["congestion"], reference["asked"]  # untouched defaults are left out of every save
     assert orjson.loads(state.to_bytes()) == reference
     assert ReceiverState.from_bytes(state.to_bytes()) == state
+    steered = replace(state, congestion=Congestion(3, 6, 1, 20.0, 5.0, 4.0, "429", 1, 22.0),
+                      asked=Asked(30.0, 2, 0.5, 4.0, "pause 26s"))
+    reference = orjson.loads(orjson.dumps(steered))
+    reference["config"] = config.as_dict()
+    assert orjson.loads(steered.to_bytes()) == reference
+    assert ReceiverState.from_bytes(steered.to_bytes()) == steered

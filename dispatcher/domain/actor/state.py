@@ -123,7 +123,14 @@ class ReceiverState(DerivedState):
     heartbeats_answered: int = 0  # the number of the last heartbeat whose answer was applied
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps(_plain_state(self))
+        data = _plain_state(self)
+        # Untouched, these two are their defaults: left out, as from a state written before them,
+        # so a receiver that never adapts nor was steered writes no more than it did (every save).
+        if not self.congestion.window:  # the first answer that moves it sets a window of 1 or more
+            del data["congestion"]
+        if not self.asked.at:  # set by every answer that used the header
+            del data["asked"]
+        return orjson.dumps(data)
 
     __bytes__ = to_bytes  # the table writer encodes a state only if it is sent
 
