@@ -319,7 +319,7 @@ def log_purge_step(receiver_id: str, effects: list[Effect], state: ReceiverState
                  receiver_id, len(purged), purged[0].reason, min(seqs), max(seqs), left)
 
 
-MESSAGE_FIELDS = ("type", "data", "headers", "accepted_at", "replay_of")
+MESSAGE_FIELDS = ("type", "data", "headers", "accepted_at", "replay_of", "ordering_key")
 MAX_KEY = 256
 # A dead letter must fit in one produce request (Kafka's default limit is 1 MB):
 # a message whose content is larger keeps a summary of it instead.
@@ -337,7 +337,8 @@ def encode_letter(record: dict[str, Any]) -> bytes:
 
 def message_content(msg: Message) -> dict[str, Any]:
     return {"type": msg.event_type, "data": msg.payload, "headers": msg.headers,
-            "accepted_at": msg.accepted_at, "replay_of": msg.replay_of}
+            "accepted_at": msg.accepted_at, "replay_of": msg.replay_of,
+            **({"ordering_key": msg.ordering_key} if msg.ordering_key else {})}
 
 
 def bounded_content(content: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import orjson
 
 from .domain import keys
 from .domain.actor import ReceiverState
+from .domain.ordering_keys import key_hash
 
 ALL_ENTRIES = (
     keys.BACKLOG, keys.DEDUP, keys.DEDUP_ORDER, keys.FILTERED_ORDER, keys.DEAD, keys.ATTEMPT, keys.RETAINED,
@@ -156,6 +157,13 @@ class ActorStore:
             if len(self._heads) > HEADS_KEPT:
                 self._heads.popitem(last=False)
         return float(head[1]["accepted_at"])
+
+    def ordering_key(self, receiver_id: str, seq: int) -> int:
+        """The hash of the stored message's ordering key (0: none); read after `accepted_at`, whose
+        read it shares (the entry stays among the heads kept)."""
+        key = keys.backlog_key(receiver_id, seq)
+        head = self._heads.get(key) or self._read_entry(receiver_id, key)
+        return 0 if head[1] is None else key_hash(head[1].get("ordering_key"))
 
     def _read_entry(self, receiver_id: str, key: bytes) -> tuple[int, Any]:
         raw = self._get(receiver_id, key)
@@ -414,3 +422,6 @@ class ReceiverBacklog:
 
     def size(self, seq: int) -> int:
         return self._store.entry_size(self._receiver_id, seq)
+
+    def key(self, seq: int) -> int:
+        return self._store.ordering_key(self._receiver_id, seq)

@@ -413,7 +413,7 @@ async def requeue(engine: Engine, rid: str, letters: Sequence[Mapping[str, Any]]
             continue
         msg = Message(
             new_id("msg"), rid, original["type"], original["data"], original.get("headers") or {},
-            now, letter["seq"],
+            now, letter["seq"], ordering_key=original.get("ordering_key") or "",
         )
         records.append((rid, encode_message_record(msg)))
         sent.append({"replay_of": letter["seq"], "original_id": letter["msg_id"], "id": msg.id})

@@ -40,7 +40,8 @@ async def resend(request: web.Request) -> web.Response:
     state, seq = await accepted_seq(engine, request.match_info["receiver_id"], msg_id)
     rid = state.receiver_id
     entry = delivered_entry(engine, rid, seq)
-    msg = Message(new_msg_id, rid, entry["type"], entry["data"], entry.get("headers") or {}, time.time(), seq)
+    msg = Message(new_msg_id, rid, entry["type"], entry["data"], entry.get("headers") or {}, time.time(), seq,
+                  ordering_key=entry.get("ordering_key") or "")
     await engine.produce_requests([(rid, encode_message_record(msg))])
     answer = {"id": msg.id, "receiver_id": rid, "resend_of": {"id": msg_id, "seq": seq}}
     return _json(answer, status=202)

@@ -13,7 +13,8 @@ from .errors import InvalidInput
 
 STRICT = "strict"
 UNORDERED = "none"
-ORDERINGS = (STRICT, UNORDERED)
+KEYED = "key"  # in order per message ordering key, keys side by side (ordering_keys.py)
+ORDERINGS = (STRICT, UNORDERED, KEYED)
 DEAD_LETTER_OLDEST = "dead_letter_oldest"
 REJECT = "reject"
 OVERFLOW_POLICIES = (DEAD_LETTER_OLDEST, REJECT)
@@ -47,7 +48,7 @@ MAX_BACKLOG_BYTES = 1 << 50
 @dataclass(slots=True, frozen=True)
 class DeliveryOptions:
     ordering: str = STRICT
-    max_in_flight: int = 1  # concurrent POSTs; above 1 only with ordering "none"
+    max_in_flight: int = 1  # concurrent POSTs; above 1 only with ordering "none" or "key"
     rate_limit: float = 0.0  # events per second; 0 = no limit
     batch_max: int = 1  # events per POST; above 1 sends {"events": [...]}
     batch_max_bytes: int = 0
@@ -61,6 +62,10 @@ class DeliveryOptions:
     @property
     def ordered(self) -> bool:
         return self.ordering == STRICT
+
+    @property
+    def keyed(self) -> bool:
+        return self.ordering == KEYED
 
     @property
     def batching(self) -> bool:
@@ -86,7 +91,8 @@ def parse_delivery_options(body: dict[str, Any], current: DeliveryOptions | None
     default_in_flight = 1 if ordering == STRICT else base.max_in_flight
     max_in_flight = _whole(body, "max_in_flight", default_in_flight, 1, MAX_IN_FLIGHT)
     if ordering == STRICT and max_in_flight != 1:
-        raise InvalidInput("max_in_flight", 'must be 1 for ordered receivers; set "ordering": "none"')
+        why = 'must be 1 for ordered receivers; set "ordering": "key" or "none"'
+        raise InvalidInput("max_in_flight", why)
     batch_max = _whole(body, "batch_max", base.batch_max, 1, MAX_BATCH)
     if batch_max > 1 and ordering != STRICT:
         raise InvalidInput("batch_max", 'batches are sent in order: use "ordering": "strict" with batching')

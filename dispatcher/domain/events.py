@@ -17,11 +17,12 @@ import orjson
 
 from .errors import InvalidInput
 from .ids import check_id
+from .ordering_keys import check_ordering_key
 from .records import Message, check_depth, check_event_type, reject_unknown
 from .subscriptions import STAR, check_tenant
 from .untrusted import producer_time
 
-EVENT_FIELDS = {"event_type", "payload", "tenant", "id"}
+EVENT_FIELDS = {"event_type", "payload", "tenant", "id", "ordering_key"}
 
 
 @dataclass(slots=True, frozen=True)
@@ -32,6 +33,7 @@ class Event:
     tenant: str | None = None
     accepted_at: float = 0.0
     time_note: str = ""  # why the producer's accepted_at was not used (the broker's time was)
+    ordering_key: str = ""  # its copies' key (key-ordered receivers keep one key's messages in order)
 
 
 def parse_event_spec(body: object, make_id: Any, now: float) -> Event:
@@ -46,7 +48,9 @@ def parse_event_spec(body: object, make_id: Any, now: float) -> Event:
         raise InvalidInput("payload", "is required")
     check_depth(body["payload"], "payload")
     event_id = check_id(body["id"], "id") if "id" in body else make_id()
-    return Event(event_id, event_type, body["payload"], check_tenant(body.get("tenant"), "tenant"), now)
+    tenant = check_tenant(body.get("tenant"), "tenant")
+    key = check_ordering_key(body.get("ordering_key"), "ordering_key")
+    return Event(event_id, event_type, body["payload"], tenant, now, ordering_key=key)
 
 
 def encode_event(event: Event) -> bytes:
@@ -55,6 +59,8 @@ def encode_event(event: Event) -> bytes:
     record["accepted_at"] = event.accepted_at
     if event.tenant is not None:
         record["tenant"] = event.tenant
+    if event.ordering_key:
+        record["ordering_key"] = event.ordering_key
     return orjson.dumps(record)
 
 
@@ -68,7 +74,7 @@ def decode_event(raw: bytes, fallback_id: str, fallback_time: float) -> Event:
         raise InvalidInput("record", "must be a JSON object")
     event = parse_event_spec({k: v for k, v in data.items() if k != "accepted_at"}, lambda: fallback_id, 0.0)
     at, note = producer_time(data.get("accepted_at"), fallback_time)
-    return Event(event.id, event.event_type, event.payload, event.tenant, at, note)
+    return Event(event.id, event.event_type, event.payload, event.tenant, at, note, event.ordering_key)
 
 
 def copy_id(event_id: str, receiver_id: str) -> str:
@@ -81,5 +87,5 @@ def copy_for(event: Event, receiver_id: str) -> Message:
     msg_id = copy_id(event.id, receiver_id)
     return Message(
         msg_id, receiver_id, event.event_type, event.payload, {}, event.accepted_at, from_event=True,
-        time_note=event.time_note,
+        time_note=event.time_note, ordering_key=event.ordering_key,
     )

@@ -34,6 +34,7 @@ from .filters import Filter, compile_filter
 from .filters import document as filter_document
 from .headers import check_headers
 from .ids import check_id
+from .ordering_keys import check_ordering_key
 from .untrusted import producer_time
 
 __all__ = [  # the checks are re-exported: callers import them from here
@@ -70,6 +71,7 @@ class Message:
     from_event: bool = False  # a fan-out copy: its receiver takes it only if created before the event
     time_note: str = ""  # why the producer's accepted_at was not used (the broker's time was)
     traceparent: str = ""  # W3C trace context it arrived with (a Kafka header), for its delivery spans
+    ordering_key: str = ""  # a key-ordered receiver keeps messages of one key in order (ordering_keys.py)
 
 
 @dataclass(slots=True, frozen=True)
@@ -209,7 +211,7 @@ def parse_message_spec(body: object, prefix: str, make_id: Any, now: float) -> M
     """Validate one message of `POST /v1/messages`; `prefix` qualifies field names."""
     if not isinstance(body, dict):
         raise InvalidInput(prefix or "body", "must be a JSON object")
-    reject_unknown(body, {"receiver_id", "event_type", "payload", "id", "headers"}, prefix)
+    reject_unknown(body, {"receiver_id", "event_type", "payload", "id", "headers", "ordering_key"}, prefix)
     receiver_id = check_id(body.get("receiver_id"), prefix + "receiver_id")
     event_type = check_event_type(body.get("event_type"), prefix + "event_type")
     if "payload" not in body:
@@ -217,7 +219,8 @@ def parse_message_spec(body: object, prefix: str, make_id: Any, now: float) -> M
     check_depth(body["payload"], prefix + "payload")
     msg_id = check_id(body["id"], prefix + "id") if "id" in body else make_id()
     headers = check_headers(body.get("headers"), prefix + "headers")
-    return Message(msg_id, receiver_id, event_type, body["payload"], headers, now)
+    key = check_ordering_key(body.get("ordering_key"), prefix + "ordering_key")
+    return Message(msg_id, receiver_id, event_type, body["payload"], headers, now, ordering_key=key)
 
 
 def encode_message_record(msg: Message) -> bytes:
@@ -237,6 +240,8 @@ def encode_message_record(msg: Message) -> bytes:
         record["from_event"] = True
     if msg.time_note:
         record["time_note"] = msg.time_note
+    if msg.ordering_key:
+        record["ordering_key"] = msg.ordering_key
     return orjson.dumps(record)
 
 
@@ -328,6 +333,7 @@ def _decode_message(
     return Message(
         msg_id, receiver_id, event_type, data["payload"], headers, accepted_at, replay_of,
         data.get("from_event") is True, note,
+        ordering_key=check_ordering_key(data.get("ordering_key"), "ordering_key"),
     )
 
 
@@ -380,5 +386,6 @@ def encode_backlog_entry(msg: Message, seq: int) -> bytes:
             "replay_of": msg.replay_of,
             **({"time_note": msg.time_note} if msg.time_note else {}),
             **({"traceparent": msg.traceparent} if msg.traceparent else {}),
+            **({"ordering_key": msg.ordering_key} if msg.ordering_key else {}),
         }
     )

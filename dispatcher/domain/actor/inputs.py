@@ -30,6 +30,10 @@ class BacklogView(Protocol):
         """The stored size in bytes of the entry under `seq`; 0 when there is none."""
         ...
 
+    def key(self, seq: int) -> int:
+        """The hash of the stored message's ordering key (`key_hash`); 0 for none, or no entry."""
+        ...
+
 
 class _NoBacklog:
     """A backlog with no entries (a receiver that has none, or a test that needs none)."""
@@ -38,6 +42,9 @@ class _NoBacklog:
         return None
 
     def size(self, seq: int) -> int:
+        return 0
+
+    def key(self, seq: int) -> int:
         return 0
 
 

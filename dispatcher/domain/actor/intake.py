@@ -10,6 +10,7 @@ copies were filtered at fan-out; a replay of a dead letter is not filtered.)
 
 from __future__ import annotations
 
+from ..ordering_keys import key_hash
 from ..records import Message, encode_backlog_entry
 from .advance import advance
 from .commands import Intake
@@ -112,4 +113,4 @@ def _store(step: Step, msg: Message, seq: int, encoded: bytes) -> None:
     draft.dedup_sweep_at = draft.dedup_sweep_at or now + window
     draft.backlog_bytes += len(encoded)
     step.writes += [PutBacklog(seq, msg, encoded), RememberId(msg.id, seq, now + window)]
-    step.fresh[seq] = (msg.accepted_at or now, len(encoded))
+    step.fresh[seq] = (msg.accepted_at or now, len(encoded), key_hash(msg.ordering_key))

@@ -42,7 +42,8 @@ class Step:
         self.retry: RetryPolicy = policy.retry_for(state.config)
         self.in_flight = facts.in_flight
         self.sending = set(facts.sending)
-        self.fresh: dict[int, tuple[float, int]] = {}  # seq -> (accepted at, size) stored by this step
+        # seq -> (accepted at, size, ordering key hash) of the entries this step stores
+        self.fresh: dict[int, tuple[float, int, int]] = {}
         self.restarted = False  # the draft was replaced by a fresh state (a reset): saved whatever it holds
         self.writes: list[Effect] = []
         self.deletes: list[Effect] = []
@@ -63,6 +64,11 @@ class Step:
         """A stored message's size in bytes (0: no entry), this step's own writes included."""
         stored = self.fresh.get(seq)
         return stored[1] if stored is not None else self.facts.backlog.size(seq)
+
+    def key_of(self, seq: int) -> int:
+        """A stored message's ordering key hash (0: none), this step's own writes included."""
+        stored = self.fresh.get(seq)
+        return stored[2] if stored is not None else self.facts.backlog.key(seq)
 
     def restart(self, fresh: ReceiverState) -> None:
         """Carry on from `fresh` instead of the draft so far (it is saved)."""

@@ -4,7 +4,9 @@ A receiver whose options say `ordering: "none"` switches to the window at
 its next command and back once the window is empty after its options say
 ordered again. In the window `cursor` is the next seq to start and
 delivered_seq the seq below which all are settled (`window.py` holds the
-slots).
+slots). A key-ordered receiver (`ordering: "key"`) uses the window too: a
+message whose key already has a slot in it is parked behind that one, and
+goes when the last of its key before it is settled.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from ..breaker import Circuit
 from ..delivery_options import ADAPTIVE
 from ..evolve import evolve
 from ..records import Outcome
-from ..window import Slot, find, floor, replaced, without
+from ..window import MAX_PARKED, Slot, find, floor, has_room, parked, replaced, without
 from .effects import MAX_AGE, MISSING_ENTRY, DeadLetterHead, Deliver, Ignored
 from .probes import send_probe
 from .step import Step
@@ -32,7 +34,8 @@ def windowed(step: Step) -> bool:
         if draft.head is not None and (draft.attempts or step.in_flight):
             # The head's attempts (and an attempt of it still out) carry over.
             accepted = draft.head_accepted_at or step.accepted_at(head) or step.now
-            window = (Slot(head, accepted, draft.attempts, draft.next_attempt_at),)
+            key = step.key_of(head) if draft.config.options.keyed else 0
+            window = (Slot(head, accepted, draft.attempts, draft.next_attempt_at, key=key),)
         draft.cursor = head + len(window)
         draft.window = window
         draft.attempts = 0
@@ -67,11 +70,13 @@ def advance_window(step: Step) -> None:
 
 
 def _retry_due(step: Step, limit: int) -> bool:
-    """Post the window's messages whose retry is due; False when no more may go now."""
+    """Post the window's messages whose retry is due (or whose key's turn came); False when no more
+    may go now."""
+    waiting = parked(step.draft.window)
     for slot in step.draft.window:
         if len(step.sending) >= limit:
             return False
-        if slot.seq not in step.sending and slot.next_attempt_at <= step.now:
+        if slot.seq not in step.sending and slot.seq not in waiting and slot.next_attempt_at <= step.now:
             if not step.take_tokens(1):
                 return False
             _send(step, slot)
@@ -79,27 +84,43 @@ def _retry_due(step: Step, limit: int) -> bool:
 
 
 def _start_new(step: Step, limit: int) -> None:
-    """Start messages not yet started while the window, the limit and the rate limit have room."""
+    """Start messages not yet started while the window, the limit and the rate limit have room.
+
+    A key-ordered receiver's message whose key is in the window is parked
+    there instead (no room of the limit, no rate token), up to MAX_PARKED.
+    """
     draft = step.draft
-    for _ in range(limit):
+    keyed = draft.config.options.keyed
+    waiting = len(parked(draft.window))
+    in_window = {slot.key for slot in draft.window if slot.key}
+    for _ in range(limit + MAX_PARKED):
         # The window holds those waiting for a retry too; only those out count against the limit.
-        full = len(draft.window) >= draft.config.options.max_in_flight or len(step.sending) >= limit
-        if full or draft.cursor >= draft.next_seq or draft.next_attempt_at > step.now:
+        if not has_room(len(draft.window), waiting, draft.config.options.max_in_flight):
             return
-        if not step.take_tokens(1):
+        if len(step.sending) >= limit or draft.cursor >= draft.next_seq or draft.next_attempt_at > step.now:
             return
         seq = draft.cursor
+        key = step.key_of(seq) if keyed else 0
+        behind = key in in_window  # 0 (no key) never is
+        if not behind and not step.take_tokens(1):
+            return
         draft.cursor = seq + 1
         accepted = step.accepted_at(seq)
         if accepted is None:
             dead_letter_seq(step, seq, MISSING_ENTRY, "backlog entry missing")
             continue
-        slot = Slot(seq, accepted, cuts=draft.congestion.cuts)
+        slot = Slot(seq, accepted, cuts=draft.congestion.cuts, key=key)
         if step.now >= slot_expires_at(draft, slot, step.retry):
             dead_letter_seq(step, seq, MAX_AGE, step.too_old(accepted))
             continue
         draft.window = (*draft.window, slot)
+        if behind:
+            waiting += 1
+            continue
+        if key:
+            in_window.add(key)
         _send(step, slot)
+
 
 
 def _send(step: Step, slot: Slot) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..breaker import Circuit
 from ..retry import RetryPolicy
-from ..window import Slot
+from ..window import Slot, has_room, parked
 from .draft import StateDraft
 from .heartbeats import heartbeat_due
 from .inputs import Policy
@@ -61,14 +61,15 @@ def _window_wakes(state: ReceiverState, policy: Policy, solo: bool, sending: fro
     retry = policy.retry_for(state.config)
     idle = [slot for slot in state.window if slot.seq not in sending]
     times = [slot_expires_at(state, slot, retry) for slot in idle]
+    waiting = parked(state.window)  # key-ordered: their turn comes with an answer, not a time
     gate = max(state.next_attempt_at, state.asked.pause_until)  # the rate limit's, and a pause asked for
     circuit = state.breaker.circuit
     if circuit is Circuit.OPEN:
         return times if sending else [*times, max(state.breaker.probe_at, state.asked.pause_until)]
     limit = state.in_flight_limit if circuit is Circuit.CLOSED else 1
     if len(sending) < limit:  # else the next answer makes room, and advances
-        times += [max(slot.next_attempt_at, gate) for slot in idle]
-        room = len(state.window) < state.config.options.max_in_flight
+        times += [max(slot.next_attempt_at, gate) for slot in idle if slot.seq not in waiting]
+        room = has_room(len(state.window), len(waiting), state.config.options.max_in_flight)
         if room and state.cursor < state.next_seq:
             times.append(gate)
     return times
