@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import orjson
+
 from dispatcher.domain import actor
 from dispatcher.domain.actor import (
     Configure,
@@ -26,6 +28,7 @@ from dispatcher.domain.actor import (
 )
 from dispatcher.domain.delivery_options import REJECT, DeliveryOptions
 from dispatcher.domain.lanes import Lane, LanePolicy
+from dispatcher.domain.ordering_keys import key_hash
 from dispatcher.domain.records import Message, Outcome, ReceiverConfig
 from tests.unit.test_actor import CONFIG, POLICY, msg
 
@@ -46,6 +49,10 @@ class Backlog:
 
     def size(self, seq: int) -> int:
         return len(self.entries.get(seq, b""))
+
+    def key(self, seq: int) -> int:
+        raw = self.entries.get(seq)
+        return key_hash(orjson.loads(raw).get("ordering_key")) if raw else 0
 
     def apply(self, effects: list[Any]) -> None:
         for effect in effects:

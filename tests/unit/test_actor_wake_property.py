@@ -7,7 +7,9 @@ pauses, replayed outcomes and clock steps:
   (else the timer would fire every tick, doing nothing);
 - a receiver with a backlog, nothing out and nothing holding it has a wake;
 - an ordered receiver posts only its head, one at a time; a heartbeat goes
-  only with nothing out and nothing waiting, carrying the highest seq.
+  only with nothing out and nothing waiting, carrying the highest seq;
+- a key-ordered receiver never posts a message while an earlier one of its
+  ordering key is unsettled.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dispatcher.domain.actor import (
     Heartbeat,
     Intake,
     Probe,
+    PutBacklog,
     ReceiverState,
     Result,
     Wake,
@@ -33,7 +36,7 @@ from dispatcher.domain.actor import (
     next_wake,
 )
 from dispatcher.domain.breaker import BreakerPolicy
-from dispatcher.domain.delivery_options import DeliveryOptions
+from dispatcher.domain.delivery_options import ORDERINGS, DeliveryOptions
 from dispatcher.domain.records import Outcome
 from tests.unit.test_actor import CONFIG, POLICY, msg
 from tests.unit.test_actor_isolation import T0, Backlog
@@ -54,6 +57,8 @@ class Driver:
         self.now = T0
         self.config = replace(CONFIG, options=options)
         self.state: ReceiverState | None = None
+        self.keys: dict[int, str] = {}  # seq -> the ordering key it arrived with
+        self.keyed_throughout = options.keyed  # key-ordered from the start (else earlier slots have none)
         self.run(Configure(self.config))
 
     @property
@@ -65,6 +70,7 @@ class Driver:
         state, effects = decide(self.state, command, facts, QUIET)
         assert state is not None
         self.backlog.apply(effects)
+        self.keys.update((e.seq, e.message.ordering_key) for e in effects if isinstance(e, PutBacklog))
         for e in effects:
             self._started(state, e)
         self.state = state
@@ -76,6 +82,10 @@ class Driver:
             assert key not in self.out, f"{key} started twice"
             if not e.parallel:
                 assert not self.out and e.seq == state.delivered_seq + 1, "an ordered receiver posts its head"
+            elif self.keyed_throughout and self.keys.get(e.seq):
+                key = self.keys[e.seq]  # as given at intake, not as the state remembers it
+                earlier = [s.seq for s in state.window if s.seq < e.seq and self.keys.get(s.seq) == key]
+                assert not earlier, f"seq {e.seq} posted before {earlier} of its key settled"
             self.out[key] = ("msg", e.seq, e.attempt)
         elif isinstance(e, Probe):
             assert not self.out, "a probe while something is out"
@@ -129,14 +139,14 @@ HEADERS = st.sampled_from([None, "pause=5", "pause=0", "pause=100000", "rate=0.0
                            "max-in-flight=1", "max-in-flight=0", "max-in-flight=99", "disable",
                            "pause=1, rate=0.5, max-in-flight=2", "garbage=1,,,", "rate=0.000001"])
 OPS = st.one_of(
-    st.tuples(st.just("intake")),
+    st.tuples(st.just("intake"), st.sampled_from(["", "", "a", "b", "a", "c"])),
     st.tuples(st.just("answer"), st.integers(0, 5),
               st.sampled_from([200, 200, 200, 503, 429, 500, None, 410]),
               st.sampled_from([1.0, 50.0, 500.0, 30_000.0]), HEADERS),
     st.tuples(st.just("time"), st.sampled_from([0.0, 0.01, 0.3, 1.0, 5.0, 30.0, 61.0, 200.0])),
     st.tuples(st.just("wake")),
     st.tuples(st.just("replay"), st.integers(0, 10)),
-    st.tuples(st.just("config"), st.sampled_from(["strict", "none"]), st.sampled_from(["adaptive", "fixed"]),
+    st.tuples(st.just("config"), st.sampled_from(ORDERINGS), st.sampled_from(["adaptive", "fixed"]),
               st.sampled_from([0.0, 1.0, 10.0]), st.sampled_from(["obey", "ignore"]),
               st.sampled_from([0.0, 0.5, 5.0])),
     st.tuples(st.just("control"), st.sampled_from(["pause", "resume", "enable", "disable"])),
@@ -149,7 +159,7 @@ def options(ordering: str, concurrency: str, heartbeat: float, control: str, rat
 
 
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(["strict", "none"]), st.sampled_from([0.0, 1.0, 10.0]), st.lists(OPS, max_size=60))
+@given(st.sampled_from(ORDERINGS), st.sampled_from([0.0, 1.0, 10.0]), st.lists(OPS, max_size=60))
 def test_random_commands_never_loop_stall_or_overtake(
     ordering: str, heartbeat: float, ops: list[Any]
 ) -> None:
@@ -159,7 +169,7 @@ def test_random_commands_never_loop_stall_or_overtake(
         kind = op[0]
         if kind == "intake":
             sent += 1
-            d.run(Intake(msg(sent, at=d.now)))
+            d.run(Intake(replace(msg(sent, at=d.now), ordering_key=op[1])))
         elif kind == "answer":
             d.answer(*op[1:])
         elif kind == "time":
@@ -170,6 +180,7 @@ def test_random_commands_never_loop_stall_or_overtake(
             d.replay(op[1])
         elif kind == "config":
             d.config = replace(d.config, options=options(*op[1:]))
+            d.keyed_throughout = d.keyed_throughout and d.config.options.keyed
             d.run(Configure(d.config))
         else:
             d.run(Control(op[1]))

@@ -155,7 +155,7 @@ def window_result(step: Step, outcome: Outcome) -> None:
         failed = (ruling.attempt, outcome.status, outcome.error)
         dead_letter_seq(step, slot.seq, ruling.reason, ruling.detail, *failed)
     else:
-        retried = Slot(slot.seq, slot.accepted_at, ruling.attempt, ruling.retry_at, slot.cuts)
+        retried = evolve(slot, attempts=ruling.attempt, next_attempt_at=ruling.retry_at)
         draft.window = replaced(draft.window, retried)
     step.maybe_disable()
 
