@@ -168,12 +168,14 @@ def _receiver_options(parser: argparse.ArgumentParser) -> None:
     add("--verify", action=argparse.BooleanOptionalAction, help="verify the endpoint with a challenge")
     add("--rate-limit", type=argtype.finite, metavar="PER_SECOND", help="deliveries a second (0: no limit)")
     add("--batch-max", type=argtype.positive, metavar="N", help="events per POST (above 1: batches)")
-    add("--ordering", choices=get_args(Ordering))
+    add("--ordering", choices=get_args(Ordering),
+        help="strict (default): one at a time in seq order; key: in order per message ordering key, "
+        "keys side by side; none: each on its own")
     add("--max-in-flight", type=argtype.positive, metavar="N",
-        help="concurrent POSTs (ordering none): the ceiling of an adaptive window")
+        help="concurrent POSTs (ordering key or none): the ceiling of an adaptive window")
     add("--concurrency", choices=get_args(Concurrency),
-        help="ordering none: adaptive (default) grows and cuts the in-flight window with the receiver's "
-        "answers; fixed keeps --max-in-flight out")
+        help="ordering key or none: adaptive (default) grows and cuts the in-flight window with the "
+        "receiver's answers; fixed keeps --max-in-flight out")
     add("--delivery-control", choices=get_args(DeliveryControl),
         help="obey (default) or ignore the receiver's webhook-delivery-control answer header "
         "(pause, max-in-flight, rate, disable)")
@@ -195,6 +197,8 @@ def _message_commands(sub: Any) -> None:
     send.add_argument("payload", type=argtype.payload, help="JSON, or - to read it from stdin")
     send.add_argument("--id", help="message id (the idempotency key)")
     send.add_argument("--header", action="append", type=argtype.header, dest="headers", metavar="NAME=VALUE")
+    send.add_argument("--ordering-key", metavar="KEY",
+                      help="key-ordered receivers keep one key's messages in order")
     _quiet(send, "the message's id")
     batch = _api(_parser(sub, "send-batch", "send up to 1,000 messages at once, all or none"), run.send_batch)
     batch.add_argument("messages", type=argtype.batch, metavar="FILE",
@@ -217,6 +221,7 @@ def _message_commands(sub: Any) -> None:
     publish.add_argument("payload", type=argtype.payload, help="JSON, or - to read it from stdin")
     publish.add_argument("--tenant")
     publish.add_argument("--id", help="event id (the idempotency key)")
+    publish.add_argument("--ordering-key", metavar="KEY", help="its copies' ordering key")
     _quiet(publish, "the event's id")
 
 

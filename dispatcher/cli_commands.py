@@ -189,7 +189,7 @@ async def reset_state(client: DispatcherClient, args: argparse.Namespace) -> Any
 async def send(client: DispatcherClient, args: argparse.Namespace) -> Any:
     headers = dict(args.headers) if args.headers else None
     answer = await client.send_message(args.receiver_id, args.event_type, args.payload, id=args.id,
-                                       headers=headers)
+                                       headers=headers, ordering_key=args.ordering_key)
     return Plain(answer["id"]) if args.quiet else answer
 
 
@@ -205,7 +205,8 @@ async def message_status(client: DispatcherClient, args: argparse.Namespace) -> 
 
 
 async def publish(client: DispatcherClient, args: argparse.Namespace) -> Any:
-    answer = await client.publish_event(args.event_type, args.payload, tenant=args.tenant, id=args.id)
+    answer = await client.publish_event(args.event_type, args.payload, tenant=args.tenant, id=args.id,
+                                        ordering_key=args.ordering_key)
     return Plain(answer["id"]) if args.quiet else answer
 
 

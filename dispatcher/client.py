@@ -33,6 +33,7 @@ from yarl import URL
 
 from .domain.events import Event, encode_event
 from .domain.ids import new_id
+from .domain.ordering_keys import check_ordering_key
 from .domain.records import Message, encode_message_record
 
 OPERATIONS: dict[str, str] = {
@@ -77,7 +78,7 @@ CONTROL_ACTIONS = ("pause", "resume", "enable", "disable")
 ERROR_TEXT_MAX = 2000  # characters of a non-JSON error body (a proxy's HTML page) kept in the message
 
 Signing = Literal["hmac-sha256", "ed25519"]
-Ordering = Literal["strict", "none"]
+Ordering = Literal["strict", "none", "key"]
 Overflow = Literal["", "dead_letter_oldest", "reject"]
 Concurrency = Literal["adaptive", "fixed"]
 DeliveryControl = Literal["obey", "ignore"]
@@ -392,11 +393,13 @@ class DispatcherClient:
 
     async def send_message(
         self, receiver_id: str, event_type: str, payload: Any, *, id: str | None = None,
-        headers: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None, ordering_key: str | None = None,
     ) -> dict[str, Any]:
-        """Send one message (`id` is the idempotency key): `{"id", "receiver_id"}` once accepted."""
+        """Send one message (`id` is the idempotency key): `{"id", "receiver_id"}` once accepted.
+
+        `ordering_key`: a key-ordered receiver keeps the messages of one key in order."""
         body = {"receiver_id": receiver_id, "event_type": event_type, "payload": payload}
-        body |= _present({"id": id, "headers": headers})
+        body |= _present({"id": id, "headers": headers, "ordering_key": ordering_key})
         return await self.request("POST", "/v1/messages", body)
 
     async def send_messages(self, messages: list[dict[str, Any]]) -> list[str]:
@@ -408,10 +411,12 @@ class DispatcherClient:
         return await self.request("GET", _receiver_path(receiver_id, "/messages/" + segment(message_id)))
 
     async def publish_event(
-        self, event_type: str, payload: Any, *, tenant: str | None = None, id: str | None = None
+        self, event_type: str, payload: Any, *, tenant: str | None = None, id: str | None = None,
+        ordering_key: str | None = None,
     ) -> dict[str, Any]:
         """Publish an event to its subscribers: `{"id", "event_type", "receivers"}` (how many subscribe)."""
-        body = {"event_type": event_type, "payload": payload, **_present({"tenant": tenant, "id": id})}
+        fields = _present({"tenant": tenant, "id": id, "ordering_key": ordering_key})
+        body = {"event_type": event_type, "payload": payload, **fields}
         return await self.request("POST", "/v1/events", body)
 
 
@@ -441,19 +446,23 @@ class DispatcherProducer:
 
     async def send_message(
         self, receiver_id: str, event_type: str, payload: Any, *, id: str | None = None,
-        headers: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None, ordering_key: str | None = None,
     ) -> str:
         """Produce one message (keyed by receiver id); returns its id once the broker has it."""
-        msg = Message(id or new_id("msg"), receiver_id, event_type, payload, headers or {}, time.time())
+        key = check_ordering_key(ordering_key, "ordering_key")
+        msg = Message(id or new_id("msg"), receiver_id, event_type, payload, headers or {}, time.time(),
+                      ordering_key=key)
         record = encode_message_record(msg)
         await self._producer.send_and_wait(self.requests_topic, record, receiver_id.encode())
         return msg.id
 
     async def publish_event(
-        self, event_type: str, payload: Any, *, tenant: str | None = None, id: str | None = None
+        self, event_type: str, payload: Any, *, tenant: str | None = None, id: str | None = None,
+        ordering_key: str | None = None,
     ) -> str:
         """Produce one event for fan-out (keyed by event id); returns its id once the broker has it."""
-        event = Event(id or new_id("evt"), event_type, payload, tenant, time.time())
+        key = check_ordering_key(ordering_key, "ordering_key")
+        event = Event(id or new_id("evt"), event_type, payload, tenant, time.time(), ordering_key=key)
         await self._producer.send_and_wait(self.events_topic, encode_event(event), event.id.encode())
         return event.id
 

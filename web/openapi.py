@@ -23,7 +23,9 @@ from dispatcher.domain.delivery_options import (
     MIN_BACKLOG_BYTES,
     MIN_HEARTBEAT,
     MIN_RATE,
+    ORDERINGS,
 )
+from dispatcher.domain.ordering_keys import MAX_KEY_LEN
 
 from .receiver_ops import APPLIED_WAIT, MAX_REPLAY, STATUSES
 
@@ -45,6 +47,11 @@ def nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
+ORDERING_KEY = {
+    "type": "string", "minLength": 1, "maxLength": MAX_KEY_LEN,
+    "description": "Receivers with `\"ordering\": \"key\"` deliver messages of one key in seq order "
+    "and different keys side by side (an event's copies carry its key). Printable characters only.",
+}
 RECEIVER_FIELDS: dict[str, Any] = {
     "url": {"type": "string", "maxLength": 2048},
     "event_types": {"type": "array", "items": STR, "maxItems": 256},
@@ -55,7 +62,13 @@ RECEIVER_FIELDS: dict[str, Any] = {
     "authorization": STR,
     "verify": BOOL,
     "retry": nullable(OBJ),
-    "ordering": {"enum": ["strict", "none"]},
+    "ordering": {
+        "enum": list(ORDERINGS),
+        "description": "`strict` (default): one message out at a time, in seq order. `key`: messages with "
+        "the same `ordering_key` go in seq order, different keys side by side up to `max_in_flight` (a "
+        "failing key holds only itself; up to 64 messages may wait behind their keys); messages without "
+        "a key are ordered with none. `none`: up to `max_in_flight` out at once, each retried on its own.",
+    },
     "max_in_flight": {"type": "integer", "minimum": 1, "maximum": 64},
     # 0 or null: no limit
     "rate_limit": {"anyOf": [
@@ -71,10 +84,10 @@ RECEIVER_FIELDS: dict[str, Any] = {
     "backlog_overflow": {"enum": ["", "dead_letter_oldest", "reject"]},
     "concurrency": {
         "enum": list(CONCURRENCY_MODES),
-        "description": "Unordered receivers: `adaptive` (default) grows the in-flight window by one after "
-        "a run of fast 2xx answers and halves it on 429, 503, a timeout or answers far slower than the "
-        "receiver's unloaded baseline, with `max_in_flight` as its ceiling; `fixed` keeps `max_in_flight` "
-        "out.",
+        "description": "Key-ordered and unordered receivers: `adaptive` (default) grows the in-flight "
+        "window by one after a run of fast 2xx answers and halves it on 429, 503, a timeout or answers far "
+        "slower than the receiver's unloaded baseline, with `max_in_flight` as its ceiling; `fixed` keeps "
+        "`max_in_flight` out.",
     },
     "delivery_control": {
         "enum": list(CONTROL_MODES),
@@ -206,13 +219,16 @@ SCHEMAS: dict[str, Any] = {
             "payload": {},
             "id": ID,
             "headers": {"type": "object", "additionalProperties": STR},
+            "ordering_key": ORDERING_KEY,
         },
     },
     "Event": {
         "type": "object",
         "required": ["event_type", "payload"],
         "additionalProperties": False,
-        "properties": {"event_type": STR, "payload": {}, "tenant": STR, "id": ID},
+        "properties": {
+            "event_type": STR, "payload": {}, "tenant": STR, "id": ID, "ordering_key": ORDERING_KEY,
+        },
     },
     "Control": {"type": "object", "properties": {"reason": {"type": "string", "maxLength": 500}}},
 }
