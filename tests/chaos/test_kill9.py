@@ -33,12 +33,15 @@ class Load:
             await self.send_one_batch()
             await asyncio.sleep(0.2)  # ~200 messages/s: under the embedded broker's capacity
 
-    async def send_one_batch(self) -> None:
-        self._n += 1
-        batch = [
+    def batch(self) -> list[dict[str, object]]:
+        return [
             {"receiver_id": rid, "event_type": "t.x", "payload": {"n": self._n}, "id": f"m{self._n}-{i}"}
             for i, rid in enumerate(self.receiver_ids)
         ]
+
+    async def send_one_batch(self) -> None:
+        self._n += 1
+        batch = self.batch()
         worker = self.workers[self._n % len(self.workers)]
         api = Api(worker.url)
         try:
