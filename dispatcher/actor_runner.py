@@ -192,8 +192,15 @@ class ActorRunner:
             case actor.SaveState():
                 assert state is not None
                 self.store.save(state)
-            case actor.DeleteBacklog(seq):
+            case actor.DeleteBacklog(seq, superseded_by):
+                if superseded_by:  # before its entry goes: status and catch-up read `superseded`
+                    self.store.mark_superseded(receiver_id, seq, superseded_by)
+                    self.deliverer.counts.superseded += 1
                 self.store.settle(receiver_id, seq, self.clock() if self.policy.retain else 0.0)
+            case actor.PutLatest(key, seq):
+                self.store.put_latest(receiver_id, key, seq)
+            case actor.DropLatest(key, seq):
+                self.store.drop_latest(receiver_id, key, seq)
             case actor.Deliver(seq, attempt, count, lane, parallel):
                 assert state is not None
                 config = state.config

@@ -22,6 +22,7 @@ from .domain.ordering_keys import key_hash
 
 ALL_ENTRIES = (
     keys.BACKLOG, keys.DEDUP, keys.DEDUP_ORDER, keys.FILTERED_ORDER, keys.DEAD, keys.ATTEMPT, keys.RETAINED,
+    keys.LATEST,
 )
 # What a reset drops. Dead letters stay: a settled message without one reads as delivered.
 HISTORY = (keys.ATTEMPT, keys.RETAINED)
@@ -158,12 +159,53 @@ class ActorStore:
                 self._heads.popitem(last=False)
         return float(head[1]["accepted_at"])
 
-    def ordering_key(self, receiver_id: str, seq: int) -> int:
-        """The hash of the stored message's ordering key (0: none); read after `accepted_at`, whose
-        read it shares (the entry stays among the heads kept)."""
+    def ordering_key(self, receiver_id: str, seq: int) -> str:
+        """The stored message's ordering key ("" for none); read after `accepted_at`, whose read it
+        shares (the entry stays among the heads kept)."""
         key = keys.backlog_key(receiver_id, seq)
         head = self._heads.get(key) or self._read_entry(receiver_id, key)
-        return 0 if head[1] is None else key_hash(head[1].get("ordering_key"))
+        return "" if head[1] is None else str(head[1].get("ordering_key") or "")
+
+    # coalescing: the newest seq of each ordering key ------------------------------------
+
+    def put_latest(self, receiver_id: str, key: str, seq: int) -> None:
+        """`seq` is the newest message of ordering `key` (under its hash; the key itself is kept
+        to tell two keys of one hash apart)."""
+        self._put(receiver_id, keys.latest_key(receiver_id, key_hash(key)), orjson.dumps([seq, key]))
+
+    def latest_of_key(self, receiver_id: str, seq: int) -> int:
+        """The newest seq stored under the ordering key of message `seq`; 0 when not known."""
+        key = self.ordering_key(receiver_id, seq)
+        raw = self._get(receiver_id, keys.latest_key(receiver_id, key_hash(key))) if key else None
+        if raw is None:
+            return 0
+        newest, of = orjson.loads(raw)
+        return int(newest) if of == key else 0  # another key of the same hash: not known
+
+    def mark_superseded(self, receiver_id: str, seq: int, by: int) -> None:
+        """Message `seq` was settled unsent for `by`: its dedup entry (status) says so while kept."""
+        msg_id = self._get(receiver_id, keys.numbered_key(keys.DEDUP_ORDER, receiver_id, seq))
+        if msg_id is None:
+            return
+        dedup = keys.dedup_key(receiver_id, msg_id.decode())
+        raw = self._get(receiver_id, dedup)
+        entry = orjson.loads(raw) if raw is not None else None
+        if entry is not None and entry["seq"] == seq:
+            self._put(receiver_id, dedup, orjson.dumps({**entry, "by": by}))
+
+    def superseded_by(self, receiver_id: str, seq: int) -> int:
+        """The seq that superseded message `seq` (coalescing), or 0, while its dedup entry is kept."""
+        msg_id = self._get(receiver_id, keys.numbered_key(keys.DEDUP_ORDER, receiver_id, seq))
+        raw = self._get(receiver_id, keys.dedup_key(receiver_id, msg_id.decode())) if msg_id else None
+        entry = orjson.loads(raw) if raw is not None else None
+        return int(entry.get("by", 0)) if entry is not None and entry["seq"] == seq else 0
+
+    def drop_latest(self, receiver_id: str, key: str, seq: int) -> None:
+        """Message `seq` of `key` is settled: if it was the newest, the key leaves the index."""
+        index = keys.latest_key(receiver_id, key_hash(key))
+        raw = self._get(receiver_id, index)
+        if raw is not None and orjson.loads(raw) == [seq, key]:
+            self._delete(receiver_id, index)
 
     def _read_entry(self, receiver_id: str, key: bytes) -> tuple[int, Any]:
         raw = self._get(receiver_id, key)
@@ -423,5 +465,8 @@ class ReceiverBacklog:
     def size(self, seq: int) -> int:
         return self._store.entry_size(self._receiver_id, seq)
 
-    def key(self, seq: int) -> int:
+    def key(self, seq: int) -> str:
         return self._store.ordering_key(self._receiver_id, seq)
+
+    def latest(self, seq: int) -> int:
+        return self._store.latest_of_key(self._receiver_id, seq)

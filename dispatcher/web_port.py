@@ -124,6 +124,9 @@ class DispatcherPort:
     def is_pending(self, receiver_id: str, seq: int) -> bool:
         return self._dispatcher.store.pending(receiver_id, seq)
 
+    def superseded_by(self, receiver_id: str, seq: int) -> int:
+        return self._dispatcher.store.superseded_by(receiver_id, seq)
+
     def last_write(self) -> int:
         return self._dispatcher.store.last_write()
 

@@ -114,6 +114,10 @@ class WorkerCollector(Collector):
         for mode in ("obey", "ignore"):
             controls.add_metric([mode], c.controls.get(mode, 0))
         yield controls
+        superseded = counter("messages_superseded", "Messages of coalescing receivers settled unsent because "
+                             "a newer one of their ordering key came while they waited.", [])
+        superseded.add_metric([], c.superseded)
+        yield superseded
         yield histogram("delivery_attempt_duration_seconds", "Time of one attempt, POST to answer.",
                         c.attempt_seconds)
         yield histogram("delivery_latency_seconds", "Accepted to 2xx, per message: what a receiver sees.",

@@ -131,6 +131,10 @@ class Engine(Protocol):
         """The message is stored and not settled yet."""
         ...
 
+    def superseded_by(self, receiver_id: str, seq: int) -> int:
+        """The newer seq of its key that message `seq` gave way to (coalescing); 0 if it did not."""
+        ...
+
     def last_write(self) -> int:
         """The number of the newest write to the receivers' table on this worker (of any receiver)."""
         ...

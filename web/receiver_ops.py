@@ -211,8 +211,10 @@ def events_view(engine: Engine, rid: str, after: int, limit: int) -> dict[str, A
         seq = entry["seq"]
         if settled_at is None:
             status = "pending"
+        elif engine.dead_letter(rid, seq) is not None:
+            status = "dead_lettered"
         else:
-            status = "dead_lettered" if engine.dead_letter(rid, seq) is not None else "delivered"
+            status = "superseded" if engine.superseded_by(rid, seq) else "delivered"
         when = iso_timestamp(entry["accepted_at"])
         events.append({"seq": seq, "id": entry["id"], "type": entry["type"], "timestamp": when,
                        "data": entry["data"], "status": status, "settled_at": settled_at})
@@ -253,6 +255,9 @@ async def message_view(engine: Engine, receiver_id: str, message_id: str) -> dic
     if letter is not None:
         reason = {k: letter[k] for k in ("reason", "detail", "at")}
         return {**body, "status": "dead_lettered", **reason}
+    by = engine.superseded_by(rid, seq)
+    if by:
+        return {**body, "status": "superseded", "superseded_by": by}
     return {**body, "status": "delivered"}
 
 

@@ -66,6 +66,9 @@ def delivered_entry(engine: Engine, rid: str, seq: int) -> Mapping[str, Any]:
         raise _not_delivered(f"seq {seq} is still pending: it has not been delivered yet")
     if engine.dead_letter(rid, seq) is not None:
         raise _not_delivered(f"seq {seq} was dead-lettered, not delivered: recover or replay it")
+    by = engine.superseded_by(rid, seq)
+    if by:
+        raise _not_delivered(f"seq {seq} was superseded by seq {by} of its ordering key: never delivered")
     found = engine.messages_after(rid, seq - 1, 1)
     if not found or found[0][0].get("seq") != seq or not found[0][0].get("type"):
         retain = engine.settings.policy.retain

@@ -58,6 +58,7 @@ class DeliveryOptions:
     concurrency: str = ADAPTIVE  # unordered receivers: adaptive or fixed
     delivery_control: str = OBEY  # obey or ignore the receiver's webhook-delivery-control header
     heartbeat_interval: float = 0.0  # seconds idle before a webhook.heartbeat; 0 = none
+    coalesce: bool = False  # key-ordered: a message waiting is superseded by a newer one of its key
 
     @property
     def ordered(self) -> bool:
@@ -96,6 +97,11 @@ def parse_delivery_options(body: dict[str, Any], current: DeliveryOptions | None
     batch_max = _whole(body, "batch_max", base.batch_max, 1, MAX_BATCH)
     if batch_max > 1 and ordering != STRICT:
         raise InvalidInput("batch_max", 'batches are sent in order: use "ordering": "strict" with batching')
+    coalesce = body.get("coalesce", base.coalesce if ordering == KEYED else False)
+    if not isinstance(coalesce, bool):
+        raise InvalidInput("coalesce", "must be true or false")
+    if coalesce and ordering != KEYED:
+        raise InvalidInput("coalesce", 'needs "ordering": "key": messages coalesce by their ordering key')
     overflow = body.get("backlog_overflow", base.backlog_overflow) or ""
     if overflow and overflow not in OVERFLOW_POLICIES:
         raise InvalidInput("backlog_overflow", f"must be one of {', '.join(OVERFLOW_POLICIES)}")
@@ -113,6 +119,7 @@ def parse_delivery_options(body: dict[str, Any], current: DeliveryOptions | None
         backlog_max=_whole(body, "backlog_max", base.backlog_max, 0, MAX_BACKLOG),
         backlog_max_bytes=_backlog_bytes(body, base.backlog_max_bytes),
         backlog_overflow=overflow,
+        coalesce=coalesce,
     )
 
 

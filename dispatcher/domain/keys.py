@@ -15,6 +15,7 @@ FILTERED_ORDER = b"f:"  # f:<rid>:<expiry ms>  ids of filtered messages (seq 0 i
 DEAD = b"x:"  # x:<rid>:<seq>          a dead letter, with its message, for listing and replay
 ATTEMPT = b"a:"  # a:<rid>:<number>    one entry of the attempt log
 RETAINED = b"r:"  # r:<rid>:<seq>      settle time of a message kept in b: a while for catch-up reads
+LATEST = b"k:"  # k:<rid>:<key hash>    coalescing: [the newest seq of an ordering key, the key]
 
 
 def state_key(receiver_id: str) -> bytes:
@@ -39,3 +40,7 @@ def backlog_key(receiver_id: str, seq: int) -> bytes:
 
 def dedup_key(receiver_id: str, msg_id: str) -> bytes:
     return prefix(DEDUP, receiver_id) + msg_id.encode()
+
+
+def latest_key(receiver_id: str, key_hash: int) -> bytes:
+    return numbered_key(LATEST, receiver_id, key_hash)

@@ -101,6 +101,8 @@ def patched_body(current: ReceiverConfig, patch: object) -> dict[str, Any]:
     }
     if "ordering" in patch and "max_in_flight" not in patch:
         del base["max_in_flight"]  # the new ordering's own default (strict: 1)
+    if "ordering" in patch and "coalesce" not in patch:
+        del base["coalesce"]  # kept with ordering key, off with another
     return {**base, **patch}
 
 

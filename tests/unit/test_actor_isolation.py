@@ -15,11 +15,13 @@ from dispatcher.domain.actor import (
     DeadLetterHead,
     DeleteBacklog,
     Deliver,
+    DropLatest,
     Facts,
     Intake,
     MovedLane,
     Policy,
     PutBacklog,
+    PutLatest,
     ReceiverState,
     Result,
     Wake,
@@ -28,7 +30,6 @@ from dispatcher.domain.actor import (
 )
 from dispatcher.domain.delivery_options import REJECT, DeliveryOptions
 from dispatcher.domain.lanes import Lane, LanePolicy
-from dispatcher.domain.ordering_keys import key_hash
 from dispatcher.domain.records import Message, Outcome, ReceiverConfig
 from tests.unit.test_actor import CONFIG, POLICY, msg
 
@@ -40,6 +41,7 @@ class Backlog:
 
     def __init__(self) -> None:
         self.entries: dict[int, bytes] = {}
+        self.newest: dict[str, int] = {}  # coalescing's index: ordering key -> newest seq
 
     def facts(self, now: float, in_flight: bool = False) -> Facts:
         return Facts(now, 0.5, in_flight, self)
@@ -50,9 +52,12 @@ class Backlog:
     def size(self, seq: int) -> int:
         return len(self.entries.get(seq, b""))
 
-    def key(self, seq: int) -> int:
+    def key(self, seq: int) -> str:
         raw = self.entries.get(seq)
-        return key_hash(orjson.loads(raw).get("ordering_key")) if raw else 0
+        return str(orjson.loads(raw).get("ordering_key") or "") if raw else ""
+
+    def latest(self, seq: int) -> int:
+        return self.newest.get(self.key(seq), 0)
 
     def apply(self, effects: list[Any]) -> None:
         for effect in effects:
@@ -60,6 +65,10 @@ class Backlog:
                 self.entries[effect.seq] = effect.encoded
             elif isinstance(effect, DeleteBacklog):
                 del self.entries[effect.seq]
+            elif isinstance(effect, PutLatest):
+                self.newest[effect.key] = effect.seq
+            elif isinstance(effect, DropLatest) and self.newest.get(effect.key) == effect.seq:
+                del self.newest[effect.key]
 
 
 class Actor:

@@ -118,8 +118,10 @@ def test_recover_pages(
 class Kept:
     """The parts of the engine `delivered_entry` reads: one receiver's messages by seq."""
 
-    def __init__(self, pending: set[int], dead: set[int], kept: set[int]) -> None:
-        self.pending, self.dead, self.kept = pending, dead, kept
+    def __init__(
+        self, pending: set[int], dead: set[int], kept: set[int], superseded: frozenset[int] = frozenset()
+    ) -> None:
+        self.pending, self.dead, self.kept, self.superseded = pending, dead, kept, superseded
         self.settings = SimpleNamespace(policy=SimpleNamespace(retain=3600.0))
 
     def is_pending(self, rid: str, seq: int) -> bool:
@@ -127,6 +129,9 @@ class Kept:
 
     def dead_letter(self, rid: str, seq: int) -> dict[str, Any] | None:
         return {"seq": seq} if seq in self.dead else None
+
+    def superseded_by(self, rid: str, seq: int) -> int:
+        return seq + 1 if seq in self.superseded else 0
 
     def messages_after(self, rid: str, after: int, limit: int) -> list[tuple[dict[str, Any], float | None]]:
         later = sorted(s for s in self.kept | self.pending if s > after)[:limit]
@@ -139,12 +144,13 @@ class Kept:
         (0, 409, "not_delivered", "filter"),
         (2, 409, "not_delivered", "pending"),
         (3, 409, "not_delivered", "dead-lettered"),
+        (7, 409, "not_delivered", "superseded by seq 8"),
         (4, 410, "expired", "DISPATCHER_RETAIN_SECONDS=3600"),  # swept: the next kept one is 5
         (6, 410, "expired", "no longer kept"),  # nothing kept above it
     ],
 )
 def test_only_a_delivered_kept_message_is_resent(seq: int, status: int, code: str, fragment: str) -> None:
-    engine = Kept(pending={2}, dead={3}, kept={1, 5})
+    engine = Kept(pending={2}, dead={3}, kept={1, 5}, superseded={7})
     with pytest.raises(InvalidInput) as caught:
         delivered_entry(engine, "r", seq)  # type: ignore[arg-type]
     error = caught.value

@@ -38,6 +38,23 @@ class SaveState:
 @dataclass(slots=True, frozen=True)
 class DeleteBacklog:
     seq: int
+    superseded_by: int = 0  # coalescing: settled unsent, a newer message of its key (this seq) goes instead
+
+
+@dataclass(slots=True, frozen=True)
+class PutLatest:
+    """Coalescing: message `seq` is the newest of its ordering `key` (the index `latest` reads)."""
+
+    key: str
+    seq: int
+
+
+@dataclass(slots=True, frozen=True)
+class DropLatest:
+    """Coalescing: message `seq` of `key` is settled; the index forgets the key if it was the newest."""
+
+    key: str
+    seq: int
 
 
 @dataclass(slots=True, frozen=True)
@@ -162,7 +179,7 @@ Effect = (
     PutBacklog | RememberId | RememberFiltered | SaveState
     | DeleteBacklog | Deliver | Probe | Heartbeat | DeadLetter
     | DeadLetterHead | TrimDeadLetters | LogAttempt | MovedLane | Subscribe | Unsubscribe | Forget
-    | ForgetHistory | Ignored
+    | ForgetHistory | Ignored | PutLatest | DropLatest
 )
 
 

@@ -30,8 +30,13 @@ class BacklogView(Protocol):
         """The stored size in bytes of the entry under `seq`; 0 when there is none."""
         ...
 
-    def key(self, seq: int) -> int:
-        """The hash of the stored message's ordering key (`key_hash`); 0 for none, or no entry."""
+    def key(self, seq: int) -> str:
+        """The stored message's ordering key; "" for none, or no entry."""
+        ...
+
+    def latest(self, seq: int) -> int:
+        """The newest stored seq with the ordering key of message `seq` (coalescing receivers keep an
+        index of it: `PutLatest`); 0 when not known."""
         ...
 
 
@@ -44,7 +49,10 @@ class _NoBacklog:
     def size(self, seq: int) -> int:
         return 0
 
-    def key(self, seq: int) -> int:
+    def key(self, seq: int) -> str:
+        return ""
+
+    def latest(self, seq: int) -> int:
         return 0
 
 

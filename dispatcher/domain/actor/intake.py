@@ -10,7 +10,6 @@ copies were filtered at fan-out; a replay of a dead letter is not filtered.)
 
 from __future__ import annotations
 
-from ..ordering_keys import key_hash
 from ..records import Message, encode_backlog_entry
 from .advance import advance
 from .commands import Intake
@@ -29,6 +28,7 @@ from .effects import (
 )
 from .overflow import drop_overflow, refuses_new
 from .step import Step
+from .unordered import supersede_waiting
 
 CREATION_SKEW = 10.0  # seconds of clock difference between workers a message's acceptance may show
 
@@ -50,6 +50,7 @@ def take_in(step: Step, command: Intake) -> None:
         step.actions.append(refusal)
         return
     _store(step, msg, seq, encoded)
+    supersede_waiting(step, msg.ordering_key, seq)
     draft = step.draft
     if draft.cursor or not draft.config.options.ordered:
         advance(step)
@@ -113,4 +114,4 @@ def _store(step: Step, msg: Message, seq: int, encoded: bytes) -> None:
     draft.dedup_sweep_at = draft.dedup_sweep_at or now + window
     draft.backlog_bytes += len(encoded)
     step.writes += [PutBacklog(seq, msg, encoded), RememberId(msg.id, seq, now + window)]
-    step.fresh[seq] = (msg.accepted_at or now, len(encoded), key_hash(msg.ordering_key))
+    step.fresh[seq] = (msg.accepted_at or now, len(encoded), msg.ordering_key)

@@ -29,8 +29,8 @@ class Step:
     deletions of what the state no longer refers to, then I/O.
     """
 
-    __slots__ = ("actions", "deletes", "draft", "facts", "fresh", "in_flight", "now", "policy", "restarted",
-                 "retry", "sending", "state", "writes")
+    __slots__ = ("actions", "deletes", "draft", "facts", "fresh", "in_flight", "latest", "now", "policy",
+                 "restarted", "retry", "sending", "state", "writes")
 
     def __init__(self, state: ReceiverState, facts: Facts, policy: Policy) -> None:
         self.state = state  # as the command found it
@@ -42,8 +42,9 @@ class Step:
         self.retry: RetryPolicy = policy.retry_for(state.config)
         self.in_flight = facts.in_flight
         self.sending = set(facts.sending)
-        # seq -> (accepted at, size, ordering key hash) of the entries this step stores
-        self.fresh: dict[int, tuple[float, int, int]] = {}
+        # seq -> (accepted at, size, ordering key) of the entries this step stores
+        self.fresh: dict[int, tuple[float, int, str]] = {}
+        self.latest: dict[str, int] = {}  # ordering key -> the newest seq this step stored of it
         self.restarted = False  # the draft was replaced by a fresh state (a reset): saved whatever it holds
         self.writes: list[Effect] = []
         self.deletes: list[Effect] = []
@@ -65,10 +66,15 @@ class Step:
         stored = self.fresh.get(seq)
         return stored[1] if stored is not None else self.facts.backlog.size(seq)
 
-    def key_of(self, seq: int) -> int:
-        """A stored message's ordering key hash (0: none), this step's own writes included."""
+    def key_of(self, seq: int) -> str:
+        """A stored message's ordering key ("" for none), this step's own writes included."""
         stored = self.fresh.get(seq)
         return stored[2] if stored is not None else self.facts.backlog.key(seq)
+
+    def newer_of_key(self, seq: int, key: str) -> int:
+        """A seq newer than `seq` stored under its ordering `key` (coalescing), or 0."""
+        newest = self.latest.get(key) or self.facts.backlog.latest(seq)
+        return newest if newest > seq else 0
 
     def restart(self, fresh: ReceiverState) -> None:
         """Carry on from `fresh` instead of the draft so far (it is saved)."""
@@ -141,9 +147,9 @@ class Step:
         draft.dead_lettered += added
         draft.dead_letters_kept = min(kept, keep)
 
-    def retire(self, seqs: Iterable[int]) -> None:
+    def retire(self, seqs: Iterable[int], superseded_by: int = 0) -> None:
         """Settled messages leave the backlog (the glue keeps them `retain` seconds for catch-up reads)."""
-        self.deletes += [DeleteBacklog(seq) for seq in seqs]
+        self.deletes += [DeleteBacklog(seq, superseded_by) for seq in seqs]
         if self.policy.retain and not self.draft.retain_sweep_at:
             self.draft.retain_sweep_at = self.now + self.policy.retain
 

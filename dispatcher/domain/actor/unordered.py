@@ -15,9 +15,11 @@ from ..aimd import observe
 from ..breaker import Circuit
 from ..delivery_options import ADAPTIVE
 from ..evolve import evolve
+from ..ordering_keys import NO_KEY, key_hash
 from ..records import Outcome
 from ..window import MAX_PARKED, Slot, find, floor, has_room, parked, replaced, without
-from .effects import MAX_AGE, MISSING_ENTRY, DeadLetterHead, Deliver, Ignored
+from .coalesce import coalescing, newer_of, note_newest
+from .effects import MAX_AGE, MISSING_ENTRY, DeadLetterHead, Deliver, DropLatest, Ignored
 from .probes import send_probe
 from .step import Step
 from .verdict import Next, rule
@@ -34,7 +36,7 @@ def windowed(step: Step) -> bool:
         if draft.head is not None and (draft.attempts or step.in_flight):
             # The head's attempts (and an attempt of it still out) carry over.
             accepted = draft.head_accepted_at or step.accepted_at(head) or step.now
-            key = step.key_of(head) if draft.config.options.keyed else 0
+            key = key_hash(step.key_of(head)) if draft.config.options.keyed else NO_KEY
             window = (Slot(head, accepted, draft.attempts, draft.next_attempt_at, key=key),)
         draft.cursor = head + len(window)
         draft.window = window
@@ -90,37 +92,54 @@ def _start_new(step: Step, limit: int) -> None:
     there instead (no room of the limit, no rate token), up to MAX_PARKED.
     """
     draft = step.draft
-    keyed = draft.config.options.keyed
     waiting = len(parked(draft.window))
     in_window = {slot.key for slot in draft.window if slot.key}
-    for _ in range(limit + MAX_PARKED):
+    for _ in range(limit + MAX_PARKED + step.policy.max_expired_per_event):
         # The window holds those waiting for a retry too; only those out count against the limit.
         if not has_room(len(draft.window), waiting, draft.config.options.max_in_flight):
             return
         if len(step.sending) >= limit or draft.cursor >= draft.next_seq or draft.next_attempt_at > step.now:
             return
-        seq = draft.cursor
-        key = step.key_of(seq) if keyed else 0
-        behind = key in in_window  # 0 (no key) never is
-        if not behind and not step.take_tokens(1):
+        started = _start_next(step, in_window)
+        if started == _WAIT:
             return
-        draft.cursor = seq + 1
-        accepted = step.accepted_at(seq)
-        if accepted is None:
-            dead_letter_seq(step, seq, MISSING_ENTRY, "backlog entry missing")
-            continue
-        slot = Slot(seq, accepted, cuts=draft.congestion.cuts, key=key)
-        if step.now >= slot_expires_at(draft, slot, step.retry):
-            dead_letter_seq(step, seq, MAX_AGE, step.too_old(accepted))
-            continue
-        draft.window = (*draft.window, slot)
-        if behind:
-            waiting += 1
-            continue
-        if key:
-            in_window.add(key)
-        _send(step, slot)
+        waiting += started == _PARKED
 
+
+_WAIT, _SETTLED, _PARKED, _SENT = "wait", "settled", "parked", "sent"
+
+
+def _start_next(step: Step, in_window: set[int]) -> str:
+    """Start the message at the cursor: sent, parked behind its key, settled unsent (missing,
+    expired, superseded), or left for later (the rate limit says wait)."""
+    draft = step.draft
+    seq = draft.cursor
+    text = step.key_of(seq) if draft.config.options.keyed else ""
+    newer = newer_of(step, seq, text)
+    if newer:  # coalescing: a newer message of its key goes instead
+        draft.cursor = seq + 1
+        settle_seq(step, seq, superseded_by=newer)
+        return _SETTLED
+    key = key_hash(text) if text else NO_KEY
+    behind = key in in_window  # 0 (no key) never is
+    if not behind and not step.take_tokens(1):
+        return _WAIT
+    draft.cursor = seq + 1
+    accepted = step.accepted_at(seq)
+    if accepted is None:
+        dead_letter_seq(step, seq, MISSING_ENTRY, "backlog entry missing")
+        return _SETTLED
+    slot = Slot(seq, accepted, cuts=draft.congestion.cuts, key=key)
+    if step.now >= slot_expires_at(draft, slot, step.retry):
+        dead_letter_seq(step, seq, MAX_AGE, step.too_old(accepted))
+        return _SETTLED
+    draft.window = (*draft.window, slot)
+    if behind:
+        return _PARKED
+    if key:
+        in_window.add(key)
+    _send(step, slot)
+    return _SENT
 
 
 def _send(step: Step, slot: Slot) -> None:
@@ -189,12 +208,22 @@ def dead_letter_unstarted(step: Step, reason: str, detail: str) -> None:
     dead_letter_seq(step, seq, reason, detail)
 
 
-def settle_seq(step: Step, seq: int) -> None:
+def settle_seq(step: Step, seq: int, superseded_by: int = 0) -> None:
     """One message of the window (or one never started) is done: drop it and move the floor."""
     draft = step.draft
+    if not superseded_by and coalescing(draft.config.options):
+        key = step.key_of(seq)
+        if key:  # the newest of its key no more: the index lets the key go
+            step.deletes.append(DropLatest(key, seq))
     window = without(draft.window, seq)
     size = step.entry_size(seq)
     draft.window = window
     draft.delivered_seq = floor(window, draft.cursor) - 1
     draft.backlog_bytes = max(0, draft.backlog_bytes - size)
-    step.retire([seq])
+    step.retire([seq], superseded_by)
+
+
+def supersede_waiting(step: Step, key: str, newest: int) -> None:
+    """Coalescing: the messages of `key` waiting in the window give way to `newest`, just stored."""
+    for seq in note_newest(step, key, newest):
+        settle_seq(step, seq, superseded_by=newest)
