@@ -6,7 +6,15 @@ from dataclasses import replace
 
 import pytest
 
-from dispatcher.domain.actor import Configure, DeadLetterHead, Intake, ReceiverState, Result
+from dispatcher.domain.actor import (
+    Configure,
+    Control,
+    DeadLetterHead,
+    DeleteBacklog,
+    Intake,
+    ReceiverState,
+    Result,
+)
 from dispatcher.domain.delivery_options import DeliveryOptions, parse_delivery_options
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.events import Event, copy_for, decode_event, encode_event, parse_event_spec
@@ -201,3 +209,77 @@ def test_messages_and_events_carry_their_key_through_records() -> None:
     with pytest.raises(InvalidInput) as caught:
         decode_request("r1", b'{"event_type": "a", "payload": 1, "ordering_key": 5}', "f", T0)
     assert caught.value.field == "ordering_key"
+
+
+# coalescing ------------------------------------------------------------------------------
+
+COALESCING = replace(KEYED, coalesce=True)
+
+
+def superseded(effects: list[object]) -> dict[int, int]:
+    return {e.seq: e.superseded_by for e in effects if isinstance(e, DeleteBacklog) and e.superseded_by}
+
+
+def test_a_waiting_message_gives_way_to_a_newer_one_of_its_key() -> None:
+    k = Keyed(COALESCING)
+    assert k.put((1, "a")) == [1]
+    _, effects = k.run(Intake(replace(msg(2, at=T0), ordering_key="a")))
+    assert seqs(effects) == [] and superseded(effects) == {}, "2 waits behind 1, out now"
+    _, effects = k.run(Intake(replace(msg(3, at=T0), ordering_key="a")))
+    assert superseded(effects) == {2: 3}, "2 waited: 3 goes instead"
+    assert seqs(k.answer(1, 200)) == [3]
+    k.answer(3, 200)
+    state = k.state
+    assert state is not None and (state.delivered_seq, state.backlog, state.delivered) == (3, 0, 2)
+
+
+def test_one_out_is_never_superseded() -> None:
+    k = Keyed(COALESCING)
+    k.put((1, "a"))
+    _, effects = k.run(Intake(replace(msg(2, at=T0), ordering_key="a")))
+    assert superseded(effects) == {} and k.sending == {1}
+
+
+def test_one_waiting_for_a_retry_is_superseded() -> None:
+    k = Keyed(COALESCING)
+    k.put((1, "a"))
+    k.answer(1, 500)
+    _, effects = k.run(Intake(replace(msg(2, at=T0), ordering_key="a")))
+    assert superseded(effects) == {1: 2} and seqs(effects) == [2]
+
+
+@pytest.mark.parametrize(("keys", "posted", "gone"), [
+    # a backlog the window reaches later: only each key's newest goes
+    (["a", "b", "a", "b", "a"], [4, 5], {1: 5, 2: 4, 3: 5}),
+    (["a", "", "a", ""], [2, 3, 4], {1: 3}),  # no key: none coalesce
+    (["a", "b", "c"], [1, 2, 3], {}),
+])
+def test_a_paused_backlog_keeps_each_keys_newest(
+    keys: list[str], posted: list[int], gone: dict[int, int]
+) -> None:
+    k = Keyed(replace(COALESCING, max_in_flight=8))
+    k.run(Control("pause"))
+    k.put(*((i + 1, key) for i, key in enumerate(keys)))
+    _, effects = k.run(Control("resume"))
+    assert sorted(seqs(effects)) == posted and superseded(effects) == gone
+
+
+def test_the_newest_of_a_key_leaves_the_index_once_settled() -> None:
+    k = Keyed(COALESCING)
+    k.put((1, "a"), (2, "a"))
+    assert k.backlog.newest == {"a": 2}
+    k.answer(1, 200)
+    k.answer(2, 200)
+    assert k.backlog.newest == {}
+
+
+def test_coalesce_needs_key_ordering() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        parse_delivery_options({"ordering": "none", "coalesce": True}, None)
+    assert caught.value.field == "coalesce" and "ordering" in caught.value.message
+    with pytest.raises(InvalidInput) as caught:
+        parse_delivery_options({"ordering": "key", "coalesce": "yes"}, None)
+    assert caught.value.field == "coalesce"
+    keyed = parse_delivery_options({"ordering": "key", "coalesce": True}, None)
+    assert parse_delivery_options({"ordering": "strict"}, keyed).coalesce is False, "off with the ordering"
+    assert parse_delivery_options({"max_in_flight": 4}, keyed).coalesce is True, "kept otherwise"

@@ -24,6 +24,7 @@ from dispatcher.domain.actor import (
     Configure,
     Control,
     DeadLetterHead,
+    DeleteBacklog,
     Deliver,
     Heartbeat,
     Intake,
@@ -42,6 +43,8 @@ from tests.unit.test_actor import CONFIG, POLICY, msg
 from tests.unit.test_actor_isolation import T0, Backlog
 
 STEER = "webhook-delivery-control"
+COALESCING = "key+coalesce"  # an ordering for `options`: key-ordered and coalescing
+MODES = (*ORDERINGS, COALESCING)
 USEFUL = (Deliver, Probe, Heartbeat, DeadLetterHead)
 QUIET = replace(POLICY, dedup_window=10**7, retain=0, max_asked_pause=60.0,
                 breaker=BreakerPolicy(failures=3, window=5, ratio=0.5))
@@ -71,6 +74,8 @@ class Driver:
         assert state is not None
         self.backlog.apply(effects)
         self.keys.update((e.seq, e.message.ordering_key) for e in effects if isinstance(e, PutBacklog))
+        gone = [e.seq for e in effects if isinstance(e, DeleteBacklog) and e.superseded_by]
+        assert not [seq for seq in gone if ("slot", seq) in self.out], "a message out was superseded"
         for e in effects:
             self._started(state, e)
         self.state = state
@@ -146,7 +151,7 @@ OPS = st.one_of(
     st.tuples(st.just("time"), st.sampled_from([0.0, 0.01, 0.3, 1.0, 5.0, 30.0, 61.0, 200.0])),
     st.tuples(st.just("wake")),
     st.tuples(st.just("replay"), st.integers(0, 10)),
-    st.tuples(st.just("config"), st.sampled_from(ORDERINGS), st.sampled_from(["adaptive", "fixed"]),
+    st.tuples(st.just("config"), st.sampled_from(MODES), st.sampled_from(["adaptive", "fixed"]),
               st.sampled_from([0.0, 1.0, 10.0]), st.sampled_from(["obey", "ignore"]),
               st.sampled_from([0.0, 0.5, 5.0])),
     st.tuples(st.just("control"), st.sampled_from(["pause", "resume", "enable", "disable"])),
@@ -154,12 +159,15 @@ OPS = st.one_of(
 
 
 def options(ordering: str, concurrency: str, heartbeat: float, control: str, rate: float) -> DeliveryOptions:
-    return DeliveryOptions(ordering=ordering, concurrency=concurrency, max_in_flight=4,
-                           heartbeat_interval=heartbeat, delivery_control=control, rate_limit=rate)
+    coalesce = ordering == COALESCING  # key-ordered, coalescing
+    return DeliveryOptions(ordering="key" if coalesce else ordering, concurrency=concurrency, max_in_flight=4,
+                           heartbeat_interval=heartbeat, delivery_control=control, rate_limit=rate,
+                           coalesce=coalesce)
+
 
 
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(ORDERINGS), st.sampled_from([0.0, 1.0, 10.0]), st.lists(OPS, max_size=60))
+@given(st.sampled_from(MODES), st.sampled_from([0.0, 1.0, 10.0]), st.lists(OPS, max_size=60))
 def test_random_commands_never_loop_stall_or_overtake(
     ordering: str, heartbeat: float, ops: list[Any]
 ) -> None:
