@@ -171,6 +171,8 @@ def _receiver_options(parser: argparse.ArgumentParser) -> None:
     add("--ordering", choices=get_args(Ordering),
         help="strict (default): one at a time in seq order; key: in order per message ordering key, "
         "keys side by side; none: each on its own")
+    add("--coalesce", action=argparse.BooleanOptionalAction,
+        help="ordering key: a waiting message gives way to a newer one of its key (superseded)")
     add("--max-in-flight", type=argtype.positive, metavar="N",
         help="concurrent POSTs (ordering key or none): the ceiling of an adaptive window")
     add("--concurrency", choices=get_args(Concurrency),

@@ -38,7 +38,7 @@ def receiver_fields(args: argparse.Namespace) -> dict[str, Any]:
         "authorization": args.authorization, "verify": args.verify, "rate_limit": args.rate_limit,
         "batch_max": args.batch_max, "ordering": args.ordering, "max_in_flight": args.max_in_flight,
         "concurrency": args.concurrency, "delivery_control": args.delivery_control,
-        "heartbeat_interval": args.heartbeat_interval,
+        "heartbeat_interval": args.heartbeat_interval, "coalesce": args.coalesce,
     }
     fields.update({k: v for k, v in named.items() if v is not None})
     if args.content_filter is not None:

@@ -209,7 +209,7 @@ class DispatcherClient:
         batch_max_bytes: int | Unset = UNSET, backlog_max: int | Unset = UNSET,
         backlog_max_bytes: int | Unset = UNSET, backlog_overflow: Overflow | Unset = UNSET,
         concurrency: Concurrency | Unset = UNSET, delivery_control: DeliveryControl | Unset = UNSET,
-        heartbeat_interval: float | Unset | None = UNSET,
+        heartbeat_interval: float | Unset | None = UNSET, coalesce: bool | Unset = UNSET,
         filter: dict[str, Any] | Unset | None = UNSET, **extra: Any,
     ) -> dict[str, Any]:
         """Create (or, with an existing `id`, replace) a receiver: its view, with the new secret shown once.
@@ -223,7 +223,7 @@ class DispatcherClient:
             "batch_max": batch_max, "batch_max_bytes": batch_max_bytes, "backlog_max": backlog_max,
             "backlog_max_bytes": backlog_max_bytes, "backlog_overflow": backlog_overflow,
             "concurrency": concurrency, "delivery_control": delivery_control,
-            "heartbeat_interval": heartbeat_interval, "filter": filter,
+            "heartbeat_interval": heartbeat_interval, "filter": filter, "coalesce": coalesce,
         }
         return await self.request("POST", "/v1/receivers", {**_given(fields), **extra})
 
@@ -237,7 +237,7 @@ class DispatcherClient:
         batch_max_bytes: int | Unset = UNSET, backlog_max: int | Unset = UNSET,
         backlog_max_bytes: int | Unset = UNSET, backlog_overflow: Overflow | Unset = UNSET,
         concurrency: Concurrency | Unset = UNSET, delivery_control: DeliveryControl | Unset = UNSET,
-        heartbeat_interval: float | Unset | None = UNSET,
+        heartbeat_interval: float | Unset | None = UNSET, coalesce: bool | Unset = UNSET,
         filter: dict[str, Any] | Unset | None = UNSET, **extra: Any,
     ) -> dict[str, Any]:
         """PATCH the named fields (None sends null: `tenant=None` clears it): the receiver's view.
@@ -251,7 +251,7 @@ class DispatcherClient:
             "batch_max": batch_max, "batch_max_bytes": batch_max_bytes, "backlog_max": backlog_max,
             "backlog_max_bytes": backlog_max_bytes, "backlog_overflow": backlog_overflow,
             "concurrency": concurrency, "delivery_control": delivery_control,
-            "heartbeat_interval": heartbeat_interval, "filter": filter,
+            "heartbeat_interval": heartbeat_interval, "filter": filter, "coalesce": coalesce,
         }
         return await self.request("PATCH", _receiver_path(receiver_id), {**_given(fields), **extra})
 

@@ -70,6 +70,13 @@ RECEIVER_FIELDS: dict[str, Any] = {
         "a key are ordered with none. `none`: up to `max_in_flight` out at once, each retried on its own.",
     },
     "max_in_flight": {"type": "integer", "minimum": 1, "maximum": 64},
+    "coalesce": {
+        **BOOL,
+        "description": "With `\"ordering\": \"key\"`: latest per key. A message still waiting (not "
+        "started, behind its key, or waiting for a retry) when a newer one of its ordering key arrives is "
+        "settled unsent as `superseded` (message status, catch-up, `messages_superseded_total`); only "
+        "the newest goes. One already out is never superseded. The receiver sees a seq gap for each.",
+    },
     # 0 or null: no limit
     "rate_limit": {"anyOf": [
         {"type": "null"}, {"const": 0}, {**NUM, "minimum": MIN_RATE, "maximum": MAX_RATE},
@@ -462,6 +469,9 @@ def build() -> dict[str, Any]:
                         },
                     })},
                     fail=(401, 404, 422),
+                    description="Each event carries the body fields a delivery does and its `status`: "
+                    "pending, delivered, dead_lettered, or superseded (a coalescing receiver settled it "
+                    "unsent for a newer message of its ordering key).",
                 ),
                 "parameters": [
                     {"name": "after_seq", "in": "query", "schema": {"type": "integer", "minimum": 0}},
@@ -472,7 +482,7 @@ def build() -> dict[str, Any]:
         "/v1/receivers/{receiver_id}/messages/{message_id}": {
             "parameters": [RID, {"name": "message_id", "in": "path", "required": True, "schema": ID}],
             "get": receiver_op(
-                "pending, delivered, dead-lettered or filtered",
+                "pending, delivered, dead-lettered, superseded or filtered",
                 {
                     "200": answer(
                         "status",
@@ -482,7 +492,10 @@ def build() -> dict[str, Any]:
                             "properties": {
                                 "id": ID,
                                 "seq": nullable(INT),
-                                "status": {"enum": ["pending", "delivered", "dead_lettered", "filtered"]},
+                                "status": {"enum": [
+                                    "pending", "delivered", "dead_lettered", "superseded", "filtered",
+                                ]},
+                                "superseded_by": INT,
                             },
                         },
                     )
@@ -498,7 +511,9 @@ def build() -> dict[str, Any]:
                     "accepted but dead-lettered before it got a seq, or older than the dedup window); 503 "
                     "`unavailable`: the owner did not catch up within the wait, or the receiver's partition "
                     "moved meanwhile; retry. `filtered` (seq null): the receiver's content filter "
-                    "refused the message; it took no seq, and the next message took the next one."
+                    "refused the message; it took no seq, and the next message took the next one. "
+                    "`superseded` (a coalescing receiver): settled unsent, `superseded_by` the seq of the "
+                    "newer message of its ordering key that went instead."
                 ),
             ),
         },
