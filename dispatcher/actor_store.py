@@ -180,7 +180,11 @@ class ActorStore:
         if raw is None:
             return 0
         newest, of = orjson.loads(raw)
-        return int(newest) if of == key else 0  # another key of the same hash: not known
+        if of != key:  # another key of the same hash: not known
+            return 0
+        # Written before the state that counts it: after a crash between the two, the seq may be
+        # another message's (or none yet). Only a stored message of this key supersedes.
+        return int(newest) if self.ordering_key(receiver_id, int(newest)) == key else 0
 
     def mark_superseded(self, receiver_id: str, seq: int, by: int) -> None:
         """Message `seq` was settled unsent for `by`: its dedup entry (status) says so while kept."""

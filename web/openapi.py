@@ -185,7 +185,12 @@ SCHEMAS: dict[str, Any] = {
             "backlog": INT,
             "backlog_bytes": INT,
             "head_seq": nullable(INT),
-            "window": {"type": "array", "items": OBJ},
+            "window": {
+                "type": "array", "items": OBJ,
+                "description": "Unordered and key-ordered receivers: the messages started and not settled, "
+                "each with `seq`, `attempts`, `next_attempt_at`, `posting` (out now) and `behind_key` "
+                "(key-ordered: waiting for an earlier message of its ordering key).",
+            },
             "concurrency": nullable({
                 "type": "object",
                 "description": "Unordered receivers: how many messages may be out now (`window`), its "

@@ -26,6 +26,7 @@ from dispatcher.domain.records import (
     encode_message_record,
 )
 from dispatcher.domain.webhook import iso_timestamp
+from dispatcher.domain.window import parked
 
 from .api import _json, poll_state, read_json, subscription_published, wait_applied
 from .engine import ENGINE, Engine
@@ -63,6 +64,7 @@ def receiver_view(engine: Engine, state: ReceiverState, now: float) -> dict[str,
     in_flight = engine.in_flight(state.receiver_id)
     busy, sending = in_flight.busy, in_flight.seqs
     wake = actor.next_wake(state, engine.settings.policy, busy, sending)
+    behind = parked(state.window)  # key-ordered: waiting for an earlier message of their key
     return {
         **config,
         "partition": engine.partition_of(state.receiver_id),
@@ -87,10 +89,10 @@ def receiver_view(engine: Engine, state: ReceiverState, now: float) -> dict[str,
             else None,
             "failing_since": state.failing_since or None,
             "in_flight": busy,
-            # unordered receivers: the messages started and not yet settled
+            # unordered and key-ordered receivers: the messages started and not yet settled
             "window": [
                 {"seq": slot.seq, "attempts": slot.attempts, "next_attempt_at": slot.next_attempt_at or None,
-                 "posting": slot.seq in sending}
+                 "posting": slot.seq in sending, "behind_key": slot.seq in behind}
                 for slot in state.window
             ],
             "delivered": state.delivered,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import Api, Delivery, wait_until
+from tests.harness import Api, Delivery, Receiver, wait_until
 from tests.keyed import KeyedReceiver
 
 pytestmark = pytest.mark.integration
@@ -75,3 +75,21 @@ async def test_an_ordering_key_is_checked_at_the_api(api: Api) -> None:
     status, body = await api.call("POST", "/v1/receivers", {"url": "http://127.0.0.1:9/", "ordering": "key",
                                                             "batch_max": 4})
     assert (status, body["error"]["field"]) == (422, "batch_max")
+
+
+async def test_the_state_shows_which_messages_wait_behind_their_key(api: Api) -> None:
+    release = asyncio.Event()
+
+    async def hold(path: str, delivery: Delivery) -> int:
+        await release.wait()
+        return 200
+
+    async with Receiver(hold) as recv:
+        rid = (await api.create_receiver(recv.url("w"), ordering="key", max_in_flight=4,
+                                         concurrency="fixed"))["id"]
+        await api.send_batch([keyed(rid, 0, "a"), keyed(rid, 1, "a"), keyed(rid, 2, "b")])
+        state = await api.eventually_state(rid, lambda s: len(s["window"]) == 3, 30, "three in the window")
+        assert [(w["seq"], w["behind_key"]) for w in state["window"]] == [(1, False), (2, True), (3, False)]
+        await wait_until(lambda: len(recv.deliveries) == 2, 30, "a's first and b's out")
+        release.set()
+        await api.eventually_state(rid, lambda s: s["backlog"] == 0, 30, "an empty backlog")

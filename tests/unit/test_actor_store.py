@@ -16,7 +16,8 @@ from rocksdict import Rdict
 from dispatcher.actor_store import HISTORY, ActorStore
 from dispatcher.domain import keys
 from dispatcher.domain.actor import ReceiverState
-from dispatcher.domain.records import ReceiverConfig
+from dispatcher.domain.ordering_keys import key_hash
+from dispatcher.domain.records import Message, ReceiverConfig, encode_backlog_entry
 
 
 class OnePartitionTable:
@@ -291,3 +292,38 @@ def test_filtered_ids_have_seq_0_and_are_swept_by_expiry(store: ActorStore) -> N
     assert store.sweep_dedup("r1", 0, now=250.0) == 300.0  # the seq's entry is next
     assert store.sweep_dedup("r1", 0, now=400.0) == 0.0
     assert store.seen_seq("r1", "m1", 0.0) is None
+
+
+def _put_keyed(store: ActorStore, seq: int, key: str) -> None:
+    message = Message(f"m{seq}", "r1", "t", {}, accepted_at=1.0, ordering_key=key)
+    store.put_backlog("r1", seq, encode_backlog_entry(message, seq))
+
+
+def test_the_newest_of_each_key_is_indexed_and_forgotten_once_settled(store: ActorStore) -> None:
+    for seq, key in ((1, "a"), (2, "b"), (3, "a")):
+        _put_keyed(store, seq, key)
+        store.put_latest("r1", key, seq)
+    assert [store.latest_of_key("r1", seq) for seq in (1, 2, 3)] == [3, 2, 3]
+    store.drop_latest("r1", "a", 1)  # not the newest: kept
+    assert store.latest_of_key("r1", 1) == 3
+    store.drop_latest("r1", "a", 3)
+    assert store.latest_of_key("r1", 1) == 0
+
+
+def test_a_stale_or_colliding_index_entry_supersedes_nothing(store: ActorStore) -> None:
+    _put_keyed(store, 1, "a")
+    store.put_latest("r1", "a", 2)  # written, then a crash before the state counted seq 2
+    _put_keyed(store, 2, "b")  # seq 2 went to another key's message
+    assert store.latest_of_key("r1", 1) == 0, "seq 2 is not a message of key a"
+    _put_keyed(store, 5, "not-a")
+    store._put("r1", keys.latest_key("r1", key_hash("a")), orjson.dumps([5, "not-a"]))  # another key, a's hash
+    assert store.latest_of_key("r1", 1) == 0
+
+
+def test_a_superseded_message_reads_so_while_its_id_is_remembered(store: ActorStore) -> None:
+    store.remember_id("r1", "m5", 5, expires_at=100.0)
+    store.mark_superseded("r1", 5, 9)
+    assert (store.superseded_by("r1", 5), store.seen_seq("r1", "m5", now=0.0)) == (9, 5)
+    assert store.superseded_by("r1", 6) == 0
+    store.sweep_dedup("r1", 0, now=200.0)
+    assert store.superseded_by("r1", 5) == 0
