@@ -316,7 +316,8 @@ def test_a_stale_or_colliding_index_entry_supersedes_nothing(store: ActorStore) 
     _put_keyed(store, 2, "b")  # seq 2 went to another key's message
     assert store.latest_of_key("r1", 1) == 0, "seq 2 is not a message of key a"
     _put_keyed(store, 5, "not-a")
-    store._put("r1", keys.latest_key("r1", key_hash("a")), orjson.dumps([5, "not-a"]))  # another key, a's hash
+    # another key with the hash of a
+    store._put("r1", keys.latest_key("r1", key_hash("a")), orjson.dumps([5, "not-a"]))
     assert store.latest_of_key("r1", 1) == 0
 
 
