@@ -48,6 +48,7 @@ class FanOut:
         self.produce = produce
         self.dead_letter = dead_letter
         self.max_record = max_record  # the largest copy the producer may send
+        self.refused = 0  # copies receivers' content filters kept back, since the start (/metrics)
         self.tracing = Tracing()  # off unless the worker sets it up (tracing.py)
 
     def register(self, app: Any, events_topic: Any) -> Any:
@@ -86,7 +87,8 @@ class FanOut:
             await self._reject(fallback_id, raw, "malformed", f"{exc.field}: {exc.message}")
             return 0
         doc = filter_document(event.event_type, event.payload, None)  # an event has no headers
-        receivers = sorted(self.feed.index.match(event.event_type, event.tenant, doc))
+        matched, refused = self.feed.index.match_counted(event.event_type, event.tenant, doc)
+        receivers = sorted(matched)
         try:
             size = len(encode_message_record(copy_for(event, receivers[0]))) if receivers else 0
         except Exception as exc:  # noqa: BLE001 - whatever the event holds, it is dead-lettered, not lost
@@ -98,8 +100,9 @@ class FanOut:
             return 0
         for start in range(0, len(receivers), CHUNK):
             await _produce_retrying(event, receivers[start : start + CHUNK], self.produce)
-        log.info("event_id=%s event_type=%s tenant=%s fanned out to %d receivers",
-                 event.id, event.event_type, event.tenant, len(receivers))
+        self.refused += refused
+        log.info("event_id=%s event_type=%s tenant=%s fanned out to %d receivers (%d filtered out)",
+                 event.id, event.event_type, event.tenant, len(receivers), refused)
         return len(receivers)
 
     async def _reject(self, event_id: str, raw: bytes, reason: str, detail: str) -> None:

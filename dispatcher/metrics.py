@@ -72,6 +72,7 @@ class Counts:
     window_changes: dict[str, int] = field(default_factory=dict)  # why an adaptive window moved -> times
     controls: dict[str, int] = field(default_factory=dict)  # webhook-delivery-control answers: obey/ignore
     superseded: int = 0  # coalescing: messages settled unsent, a newer one of their key going instead
+    filtered: int = 0  # direct messages a receiver's content filter refused at intake
     attempt_seconds: Histogram = field(default_factory=lambda: Histogram(ATTEMPT_BUCKETS))
     latency_seconds: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
     changelog_seconds: Histogram = field(default_factory=lambda: Histogram(CHANGELOG_BUCKETS))

@@ -67,6 +67,7 @@ class WorkerFigures:
     consumer_lag: Callable[[], dict[int, int]]  # requests partition -> records not yet applied
     recovery_seconds: Callable[[], float]  # the last rebalance's revocation to recovered
     ready: Callable[[], bool]
+    filtered_at_fanout: Callable[[], int] = lambda: 0  # event copies content filters kept back
 
 
 class WorkerCollector(Collector):
@@ -118,6 +119,11 @@ class WorkerCollector(Collector):
                              "a newer one of their ordering key came while they waited.", [])
         superseded.add_metric([], c.superseded)
         yield superseded
+        filtered = counter("messages_filtered", "Messages receivers' content filters refused: event copies "
+                           "at fan-out, direct messages at intake.", ["at"])
+        filtered.add_metric(["fanout"], self.figures.filtered_at_fanout())
+        filtered.add_metric(["intake"], c.filtered)
+        yield filtered
         yield histogram("delivery_attempt_duration_seconds", "Time of one attempt, POST to answer.",
                         c.attempt_seconds)
         yield histogram("delivery_latency_seconds", "Accepted to 2xx, per message: what a receiver sees.",
@@ -224,6 +230,7 @@ def worker_registry(dispatcher: Any, loop_lag: LoopLag) -> WorkerMetrics:
         consumer_lag=lambda: consumer_lag(dispatcher),
         recovery_seconds=lambda: ownership.recovery_seconds,
         ready=lambda: ownership.ready,
+        filtered_at_fanout=lambda: dispatcher.fanout.refused,
     )
     collector = WorkerCollector(
         dispatcher.deliverer.counts, runner.book, figures, loop_lag,

@@ -202,6 +202,12 @@ class SubscriptionIndex:
         With the event's `document` (filters.document), receivers whose filter refuses it are left
         out; without one, filters are not looked at.
         """
+        return self.match_counted(event_type, tenant, document)[0]
+
+    def match_counted(
+        self, event_type: str, tenant: str | None = None, document: Document | None = None
+    ) -> tuple[set[str], int]:
+        """`match`, and how many receivers of the type a content filter left out."""
         tenants = (None,) if tenant is None else (None, tenant)
         found: set[bytes] = set()
         segments = event_type.split(".")
@@ -223,8 +229,9 @@ class SubscriptionIndex:
             for t in tenants:
                 found.update(node.exact.get(t, ()))
         if document is not None and self._filters:
-            return {key.decode() for key in self._accepting(found, document)}
-        return {key.decode() for key in found}
+            taken = self._accepting(found, document)
+            return {key.decode() for key in taken}, len(found) - len(taken)
+        return {key.decode() for key in found}, 0
 
     def _accepting(self, keys: set[bytes], document: Document) -> list[bytes]:
         """The receivers whose filter (if any) takes the document; a shared filter runs once."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import aiohttp
 import orjson
 
 from tests.harness import Api, Receiver, WorkerProcess, first_copies, wait_until, wait_until_read
@@ -25,10 +27,19 @@ EVENTS: list[dict[str, Any]] = [
 ]
 
 
+async def filtered_total(worker: WorkerProcess, at: str) -> float:
+    async with aiohttp.ClientSession() as session, session.get(f"{worker.url}/metrics") as response:
+        text = await response.text()
+    found = re.search(rf'^webhook_dispatcher_messages_filtered_total{{at="{at}"}} (\S+)$', text, re.MULTILINE)
+    assert found, text[:300]
+    return float(found.group(1))
+
+
 async def test_events_fan_out_to_the_receivers_whose_filter_takes_them(
     worker: WorkerProcess, api: Api
 ) -> None:
     server = await Receiver().start()
+    refused_before = await filtered_total(worker, "fanout")
     try:
         for name, content_filter, _ in FILTERS:
             spec: dict[str, Any] = {"url": server.url(name), "id": f"f-{name}", "event_types": ["flt.order"]}
@@ -56,6 +67,8 @@ async def test_events_fan_out_to_the_receivers_whose_filter_takes_them(
         status, answer = await api.call("POST", "/v1/events", {"event_type": "flt.order", "payload": payload})
         assert answer["receivers"] == 2, answer  # all, big
         await wait_until(lambda: len(first_copies(server.completed)) == total + 2, 60, "the patched copy")
+        refused = len(EVENTS) * len(FILTERS) - total + len(FILTERS) - 2
+        assert await filtered_total(worker, "fanout") == refused_before + refused
     finally:
         await server.stop()
 
@@ -68,6 +81,7 @@ async def test_a_direct_message_the_filter_refuses_reads_filtered_and_takes_no_s
     worker: WorkerProcess, api: Api
 ) -> None:
     server = await Receiver().start()
+    refused_before = await filtered_total(worker, "intake")
     try:
         await api.create_receiver(url=server.url("d"), id="f-direct",
                                   filter={"headers": {"x-region": "eu"}, "payload": {"ok": True}})
@@ -92,6 +106,7 @@ async def test_a_direct_message_the_filter_refuses_reads_filtered_and_takes_no_s
             assert status == 200 and (answer["status"], answer["seq"]) == (status_word, seq), answer
         state = await api.state("f-direct")
         assert state["next_seq"] == 3, state
+        assert await filtered_total(worker, "intake") == refused_before + 2, "d2 and d3, once each"
         session = await logged_in(worker)
         async with session, session.get(worker.url + "/ui/receivers/f-direct/messages/d2") as page:
             html = await page.text()
