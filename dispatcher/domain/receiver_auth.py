@@ -1,0 +1,356 @@
+"""How the dispatcher proves itself to a receiver: a TLS client certificate, or an OAuth2 token.
+
+A receiver's `auth` is one of
+    {"type": "mtls", "certificate": PEM, "private_key": PEM}
+    {"type": "oauth2", "token_url", "client_id", "client_secret", "scope"?, "audience"?,
+     "client_auth"?: "basic" | "body"}
+The private key and the client secret are write-only: they are stored and used, never shown
+(`auth_view` names the certificate by subject, fingerprint and expiry, the secret as "set").
+A body that leaves one out keeps the current one, so a renewed certificate over the same key,
+or a new scope, needs no secret again.
+
+The OAuth2 parts are the client-credentials grant (RFC 6749 4.4): the form a token request
+sends, the reading of a token server's answer (any answer: the server is as untrusted as a
+receiver), and when a cached token is due for a refresh. Pure code: no sockets, no clock.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import orjson
+from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
+from cryptography.hazmat.primitives.hashes import SHA256
+
+from .errors import InvalidInput
+from .field_checks import check_url, reject_unknown
+from .untrusted import clean_text
+
+AUTH_TYPES = ("mtls", "oauth2")
+CLIENT_AUTH_METHODS = ("basic", "body")
+MAX_PEM = 64 * 1024  # a certificate chain and a key fit many times over
+MAX_CLIENT_ID = 256
+MAX_CLIENT_SECRET = 1024
+MAX_SCOPE = 1024  # scope and audience alike
+MAX_ACCESS_TOKEN = 8192  # it becomes a header value, and response headers are capped at 8,190 bytes
+# A token's lifetime as used: a server's `expires_in` outside these bounds is clamped, so neither a
+# second-long token (a fetch per delivery) nor a ten-year one (never refreshed) is taken at its word.
+MIN_LIFETIME = 5.0
+MAX_LIFETIME = 86400.0
+DEFAULT_LIFETIME = 300.0  # no `expires_in` (RFC 6749 5.1 makes it optional): refresh every 5 minutes
+REFRESH_MARGIN = 30.0  # refresh this long before expiry, or at 90% of a shorter lifetime
+MAX_REASON = 200
+_PRINTABLE = re.compile(r"[\x20-\x7e]*")  # a header value or a form field, whole
+_TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")  # RFC 6750's b64token and then some; never a space or CR/LF
+
+
+@dataclass(slots=True, frozen=True)
+class MtlsAuth:
+    """A client certificate (its chain, leaf first) and its private key, both PEM."""
+
+    certificate: str
+    private_key: str = field(repr=False)
+
+    @property
+    def identity(self) -> bytes:
+        """Tells this (certificate, key) from any other: the key of its TLS context and connections."""
+        return hashlib.sha256(self.certificate.encode() + b"\0" + self.private_key.encode()).digest()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"type": "mtls", "certificate": self.certificate, "private_key": self.private_key}
+
+
+@dataclass(slots=True, frozen=True)
+class OAuth2Auth:
+    """OAuth2 client credentials: what a token request needs."""
+
+    token_url: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    scope: str = ""
+    audience: str = ""
+    client_auth: str = "basic"  # client_secret_basic (RFC 6749 2.3.1), or "body": client_secret_post
+
+    @property
+    def identity(self) -> bytes:
+        """Tells these credentials from any other: a token cached for one set is never used for another."""
+        parts = (self.token_url, self.client_id, self.client_secret, self.scope, self.audience,
+                 self.client_auth)
+        return hashlib.sha256("\0".join(parts).encode()).digest()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"type": "oauth2", "token_url": self.token_url, "client_id": self.client_id,
+                "client_secret": self.client_secret, "scope": self.scope, "audience": self.audience,
+                "client_auth": self.client_auth}
+
+
+ReceiverAuth = MtlsAuth | OAuth2Auth
+
+
+# configuration ---------------------------------------------------------------------------------
+
+
+def parse_auth(
+    value: object, current: ReceiverAuth | None, now: float, require_https: bool, field_name: str = "auth"
+) -> ReceiverAuth | None:
+    """A body's `auth` (null: none), checked; the private key or client secret it leaves out is
+    `current`'s (same type). Errors name the field (`auth.private_key`) and never quote a secret."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidInput(field_name, 'must be an object with "type": "mtls" or "oauth2", or null')
+    kind = value.get("type")
+    if kind == "mtls":
+        reject_unknown(value, {"type", "certificate", "private_key"}, f"{field_name}.")
+        return _parse_mtls(value, current if isinstance(current, MtlsAuth) else None, now, field_name)
+    if kind == "oauth2":
+        allowed = {"type", "token_url", "client_id", "client_secret", "scope", "audience", "client_auth"}
+        reject_unknown(value, allowed, f"{field_name}.")
+        return _parse_oauth2(value, current if isinstance(current, OAuth2Auth) else None, require_https,
+                             field_name)
+    raise InvalidInput(f"{field_name}.type", f"must be one of {', '.join(AUTH_TYPES)}")
+
+
+def _parse_mtls(value: dict[str, Any], current: MtlsAuth | None, now: float, prefix: str) -> MtlsAuth:
+    chain = _certificates(value.get("certificate"), f"{prefix}.certificate")
+    leaf = chain[0]
+    not_after = leaf.not_valid_after_utc.timestamp()
+    if not_after <= now:
+        raise InvalidInput(f"{prefix}.certificate", f"expired on {_iso(not_after)}")
+    if "private_key" in value:
+        key_pem = _pem_text(value["private_key"], f"{prefix}.private_key", "PRIVATE KEY")
+    elif current is not None:
+        key_pem = current.private_key
+    else:
+        raise InvalidInput(f"{prefix}.private_key", "is required with a certificate (PEM)")
+    _check_key_matches(key_pem, leaf, f"{prefix}.private_key")
+    return MtlsAuth(value["certificate"], key_pem)
+
+
+def _certificates(value: object, field_name: str) -> list[x509.Certificate]:
+    text = _pem_text(value, field_name, "CERTIFICATE")
+    try:
+        chain = x509.load_pem_x509_certificates(text.encode())
+    except ValueError:
+        raise InvalidInput(field_name, "is not a PEM certificate (-----BEGIN CERTIFICATE-----)") from None
+    return chain
+
+
+def _pem_text(value: object, field_name: str, label: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(field_name, f"must be a PEM string (-----BEGIN {label}-----)")
+    if len(value) > MAX_PEM:
+        raise InvalidInput(field_name, f"must be at most {MAX_PEM} characters")
+    if not value.isascii():
+        raise InvalidInput(field_name, "must be PEM text (ASCII)")
+    return value
+
+
+def _check_key_matches(key_pem: str, leaf: x509.Certificate, field_name: str) -> None:
+    """The key loads (unencrypted) and is the certificate's; the message never quotes the key."""
+    try:
+        key = serialization.load_pem_private_key(key_pem.encode(), password=None)
+    except TypeError:
+        raise InvalidInput(field_name, "is encrypted; give the key without a passphrase") from None
+    except (ValueError, UnsupportedAlgorithm):
+        raise InvalidInput(field_name, "is not a PEM private key (-----BEGIN PRIVATE KEY-----)") from None
+    if not isinstance(key, _SIGNING_KEYS):
+        raise InvalidInput(field_name, "must be an RSA, EC, Ed25519 or Ed448 key")
+    spki = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    if key.public_key().public_bytes(*spki) != leaf.public_key().public_bytes(*spki):
+        raise InvalidInput(field_name, "does not match the certificate (the first in the chain)")
+
+
+def _parse_oauth2(
+    value: dict[str, Any], current: OAuth2Auth | None, require_https: bool, prefix: str
+) -> OAuth2Auth:
+    token_url = check_url(value.get("token_url"), f"{prefix}.token_url", require_https)
+    client_id = _text(value.get("client_id"), f"{prefix}.client_id", MAX_CLIENT_ID, required=True)
+    if "client_secret" in value:
+        secret = _text(value["client_secret"], f"{prefix}.client_secret", MAX_CLIENT_SECRET, required=True)
+    elif current is not None:
+        secret = current.client_secret
+    else:
+        raise InvalidInput(f"{prefix}.client_secret", "is required")
+    scope = _text(value.get("scope", ""), f"{prefix}.scope", MAX_SCOPE)
+    audience = _text(value.get("audience", ""), f"{prefix}.audience", MAX_SCOPE)
+    client_auth = value.get("client_auth", "basic")
+    if client_auth not in CLIENT_AUTH_METHODS:
+        raise InvalidInput(f"{prefix}.client_auth", f"must be one of {', '.join(CLIENT_AUTH_METHODS)}")
+    return OAuth2Auth(token_url, client_id, secret, scope, audience, client_auth)
+
+
+def _text(value: object, field_name: str, limit: int, required: bool = False) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value):
+        raise InvalidInput(field_name, f"must be a string of 1..{limit} characters")
+    if len(value) > limit:
+        raise InvalidInput(field_name, f"must be at most {limit} characters")
+    if not _PRINTABLE.fullmatch(value):
+        raise InvalidInput(field_name, "must be printable ASCII (no control characters)")
+    return value
+
+
+def auth_from_dict(data: dict[str, Any] | None) -> ReceiverAuth | None:
+    """A stored `auth` (as_dict's form, checked when it was accepted) back as a record."""
+    if not data:
+        return None
+    if data.get("type") == "mtls":
+        return MtlsAuth(data["certificate"], data["private_key"])
+    return OAuth2Auth(data["token_url"], data["client_id"], data["client_secret"], data.get("scope", ""),
+                      data.get("audience", ""), data.get("client_auth", "basic"))
+
+
+def auth_view(auth: ReceiverAuth | None) -> dict[str, Any] | None:
+    """What the API and the UI show of `auth`: nothing secret."""
+    if auth is None:
+        return None
+    if isinstance(auth, OAuth2Auth):
+        return {"type": "oauth2", "token_url": auth.token_url, "client_id": auth.client_id,
+                "client_secret": "set", "scope": auth.scope, "audience": auth.audience,
+                "client_auth": auth.client_auth}
+    return {"type": "mtls", "private_key": "set", "certificate": certificate_view(auth.certificate)}
+
+
+def certificate_view(pem: str) -> dict[str, Any]:
+    """The leaf certificate's subject, issuer, SHA-256 fingerprint and validity."""
+    leaf = x509.load_pem_x509_certificates(pem.encode())[0]
+    return {
+        "subject": leaf.subject.rfc4514_string(),
+        "issuer": leaf.issuer.rfc4514_string(),
+        "fingerprint_sha256": leaf.fingerprint(_SHA256).hex(":"),
+        "serial_number": format(leaf.serial_number, "x"),
+        "not_before": _iso(leaf.not_valid_before_utc.timestamp()),
+        "not_after": _iso(leaf.not_valid_after_utc.timestamp()),
+    }
+
+
+def _iso(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_SHA256 = SHA256()
+_SIGNING_KEYS = (
+    rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey, ed25519.Ed25519PrivateKey, ed448.Ed448PrivateKey,
+)
+
+
+# the token request ------------------------------------------------------------------------------
+
+
+def token_request(auth: OAuth2Auth) -> tuple[dict[str, str], bytes]:
+    """The headers and form body of a client-credentials token request (RFC 6749 4.4.2)."""
+    form = {"grant_type": "client_credentials"}
+    headers = {"content-type": "application/x-www-form-urlencoded", "accept": "application/json"}
+    if auth.client_auth == "basic":
+        # RFC 6749 2.3.1: each part form-encoded before the Basic encoding
+        pair = f"{quote(auth.client_id, safe='')}:{quote(auth.client_secret, safe='')}"
+        headers["authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+    else:
+        form["client_id"] = auth.client_id
+        form["client_secret"] = auth.client_secret
+    if auth.scope:
+        form["scope"] = auth.scope
+    if auth.audience:
+        form["audience"] = auth.audience
+    return headers, urlencode(form).encode()
+
+
+@dataclass(slots=True, frozen=True)
+class Token:
+    """An access token as used: its header value, and when it is due for a refresh."""
+
+    value: str = field(repr=False)
+    fetched_at: float
+    expires_at: float
+    refresh_at: float
+
+    def fresh(self, now: float) -> bool:
+        """Still good to send: not yet at its refresh time."""
+        return now < self.refresh_at
+
+
+class TokenError(Exception):
+    """The token server gave no usable token; the message says why (no secret in it)."""
+
+
+def token_times(fetched_at: float, expires_in: float | None) -> tuple[float, float]:
+    """(expires_at, refresh_at) of a token fetched at `fetched_at` with the server's `expires_in`."""
+    lifetime = DEFAULT_LIFETIME if expires_in is None else min(max(expires_in, MIN_LIFETIME), MAX_LIFETIME)
+    margin = min(REFRESH_MARGIN, lifetime * 0.1)
+    return fetched_at + lifetime, fetched_at + lifetime - margin
+
+
+def parse_token_response(status: int, body: bytes, now: float, capped: bool, secret: str = "") -> Token:
+    """A token server's answer as a Token, or TokenError saying what is wrong with it.
+
+    `capped`: the body reached the transport's read cap (a token answer is small). `secret` is
+    kept out of the reason, should the server echo it.
+    """
+    if capped:
+        raise TokenError(f"token server answered HTTP {status} with a body over the size cap")
+    data = _json_object(body)
+    if not 200 <= status < 300:
+        raise TokenError(_redacted(f"token server answered HTTP {status}{_oauth_error(data)}", secret))
+    if data is None:
+        raise TokenError("token server answer is not a JSON object")
+    access = data.get("access_token")
+    if not isinstance(access, str) or not access:
+        raise TokenError("token server answer has no access_token")
+    if len(access) > MAX_ACCESS_TOKEN or not _TOKEN_CHARS.fullmatch(access):
+        raise TokenError(f"access_token is not a header-safe string of at most {MAX_ACCESS_TOKEN} characters")
+    kind = data.get("token_type", "bearer")
+    if not isinstance(kind, str) or kind.lower() != "bearer":
+        raise TokenError(_redacted(f"token_type {clean_text(kind, 40)!r} is not bearer", secret))
+    expires_at, refresh_at = token_times(now, _expires_in(data.get("expires_in")))
+    return Token(f"Bearer {access}", now, expires_at, refresh_at)
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _expires_in(value: object) -> float | None:
+    """A number of seconds (some servers send it as a string); a negative one is no answer."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise TokenError("expires_in is not a number") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise TokenError("expires_in is not a number")
+    if value < 0:
+        raise TokenError("expires_in is negative")
+    return float(value)
+
+
+def _oauth_error(data: dict[str, Any] | None) -> str:
+    """RFC 6749 5.2's `error` and `error_description`, cleaned and short, if the answer has them."""
+    if data is None or not isinstance(data.get("error"), str):
+        return ""
+    text = clean_text(data["error"], 60)
+    description = data.get("error_description")
+    if isinstance(description, str) and description:
+        text += f" ({clean_text(description, MAX_REASON)})"
+    return f": {text}"
+
+
+def _redacted(reason: str, secret: str) -> str:
+    return reason.replace(secret, "[secret]") if secret else reason
