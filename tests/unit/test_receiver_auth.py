@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import datetime
@@ -9,6 +10,7 @@ import os
 import ssl
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -16,6 +18,8 @@ import orjson
 import pytest
 import trustme
 
+from dispatcher.cli_api import add_api_commands
+from dispatcher.cli_commands import UsageError, receiver_fields
 from dispatcher.client_tls import ClientContexts
 from dispatcher.domain.actor import Policy
 from dispatcher.domain.errors import InvalidInput
@@ -414,3 +418,41 @@ def test_client_contexts_load_from_memory_are_shared_per_pair_and_bounded() -> N
         contexts.get(MtlsAuth(pem, leaf.private_key_pem.bytes().decode()))
     assert len(contexts) == 2 and contexts.get(MtlsAuth(CERT, KEY)) is not first  # evicted, made again
     assert set(os.listdir("/tmp")) - before == set()  # no key file left behind
+
+
+# the CLI's auth options --------------------------------------------------------------------------------
+
+
+def cli_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="webhook-dispatcher", exit_on_error=False)
+    add_api_commands(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+@pytest.mark.parametrize(("options", "auth"), [
+    ([], "unset"),
+    (["--no-auth"], None),
+    (["--client-cert", "{cert}", "--client-key", "{key}"], {"type": "mtls", "certificate": CERT,
+                                                            "private_key": KEY}),
+    (["--client-cert", "@{cert}"], {"type": "mtls", "certificate": CERT}),
+    (["--oauth2-token-url", "https://a/t", "--oauth2-client-id", "i", "--oauth2-client-secret", "@{secret}",
+      "--oauth2-scope", "s", "--oauth2-client-auth", "body"],
+     {"type": "oauth2", "token_url": "https://a/t", "client_id": "i", "client_secret": SECRET, "scope": "s",
+      "client_auth": "body"}),
+])
+def test_cli_auth_options_make_the_auth_field(
+    tmp_path: Path, options: list[str], auth: Any
+) -> None:
+    files = {"cert": tmp_path / "c.pem", "key": tmp_path / "k.pem", "secret": tmp_path / "secret"}
+    files["cert"].write_text(CERT)
+    files["key"].write_text(KEY)
+    files["secret"].write_text(SECRET + "\n")
+    argv = [o.format(**{k: str(v) for k, v in files.items()}) for o in options]
+    fields = receiver_fields(cli_parser().parse_args(["receivers", "update", "r1", *argv]))
+    assert fields.get("auth", "unset") == auth
+
+
+def test_cli_auth_options_of_both_kinds_are_refused() -> None:
+    args = cli_parser().parse_args(["receivers", "update", "r1", "--no-auth", "--oauth2-client-id", "i"])
+    with pytest.raises(UsageError):
+        receiver_fields(args)
