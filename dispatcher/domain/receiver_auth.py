@@ -22,6 +22,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -225,7 +226,15 @@ def auth_view(auth: ReceiverAuth | None) -> dict[str, Any] | None:
 
 def certificate_view(pem: str) -> dict[str, Any]:
     """The leaf certificate's subject, issuer, SHA-256 fingerprint and validity."""
-    leaf = x509.load_pem_x509_certificates(pem.encode())[0]
+    return dict(_certificate_view(pem))  # a copy: the cached one is shared
+
+
+@lru_cache(maxsize=1024)  # a page of receivers shows many; a parse costs tens of microseconds
+def _certificate_view(pem: str) -> dict[str, Any]:
+    try:
+        leaf = x509.load_pem_x509_certificates(pem.encode())[0]
+    except ValueError:  # checked when stored; a view must never fail on it
+        return {"error": "the stored certificate does not parse"}
     return {
         "subject": leaf.subject.rfc4514_string(),
         "issuer": leaf.issuer.rfc4514_string(),

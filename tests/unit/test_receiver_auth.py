@@ -41,6 +41,8 @@ from dispatcher.domain.records import ReceiverConfig
 from dispatcher.domain.signing import generate
 from dispatcher.receiver_auth import AuthedRequests, TokenSource
 from dispatcher.transport import DeliveryError, Response
+from tests.ui.test_templates import COMMON, pages
+from web.ui import environment
 
 NOW = time.time()
 CA = trustme.CA()
@@ -456,3 +458,20 @@ def test_cli_auth_options_of_both_kinds_are_refused() -> None:
     args = cli_parser().parse_args(["receivers", "update", "r1", "--no-auth", "--oauth2-client-id", "i"])
     with pytest.raises(UsageError):
         receiver_fields(args)
+
+
+# the console ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("auth", "shown"), [
+    (OAUTH, "OAuth2: dispatcher at https://auth.example/token"),
+    (mtls(), "mutual TLS: CN=client.example"),
+    (None, "<dd id=\"auth\">none</dd>"),
+])
+def test_the_receiver_page_names_the_auth_and_shows_no_key_or_secret(auth: Any, shown: str) -> None:
+    config = spec({"url": "https://h.example/x", "auth": auth})
+    context = pages()["receiver.html"]
+    view = {**context["r"], **public_view(config, NOW, Policy())}
+    html = environment().get_template("receiver.html").render({**COMMON, **context, "r": view})
+    assert shown in html
+    assert SECRET not in html and "PRIVATE KEY" not in html
