@@ -61,11 +61,15 @@ class MtlsAuth:
 
     certificate: str
     private_key: str = field(repr=False)
+    _identity: bytes = field(default=b"", init=False, repr=False, compare=False)  # made once, on first use
 
     @property
     def identity(self) -> bytes:
         """Tells this (certificate, key) from any other: the key of its TLS context and connections."""
-        return hashlib.sha256(self.certificate.encode() + b"\0" + self.private_key.encode()).digest()
+        if not self._identity:
+            digest = hashlib.sha256(self.certificate.encode() + b"\0" + self.private_key.encode()).digest()
+            object.__setattr__(self, "_identity", digest)
+        return self._identity
 
     def as_dict(self) -> dict[str, Any]:
         return {"type": "mtls", "certificate": self.certificate, "private_key": self.private_key}
@@ -81,13 +85,16 @@ class OAuth2Auth:
     scope: str = ""
     audience: str = ""
     client_auth: str = "basic"  # client_secret_basic (RFC 6749 2.3.1), or "body": client_secret_post
+    _identity: bytes = field(default=b"", init=False, repr=False, compare=False)  # made once, on first use
 
     @property
     def identity(self) -> bytes:
         """Tells these credentials from any other: a token cached for one set is never used for another."""
-        parts = (self.token_url, self.client_id, self.client_secret, self.scope, self.audience,
-                 self.client_auth)
-        return hashlib.sha256("\0".join(parts).encode()).digest()
+        if not self._identity:
+            parts = (self.token_url, self.client_id, self.client_secret, self.scope, self.audience,
+                     self.client_auth)
+            object.__setattr__(self, "_identity", hashlib.sha256("\0".join(parts).encode()).digest())
+        return self._identity
 
     def as_dict(self) -> dict[str, Any]:
         return {"type": "oauth2", "token_url": self.token_url, "client_id": self.client_id,
