@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote_plus
 
+import aiohttp
 import orjson
 import pytest
 import trustme
@@ -304,7 +305,7 @@ async def test_a_token_is_refreshed_before_it_expires(
 
 
 async def test_a_failing_token_server_fails_attempts_with_auth_error_and_nothing_is_lost(
-    api: Api, receiver: Receiver, tokens: TokenServer
+    api: Api, receiver: Receiver, tokens: TokenServer, worker: WorkerProcess
 ) -> None:
     receiver.behaviour = tokens.receiver_check
     tokens.status = 500
@@ -314,6 +315,12 @@ async def test_a_failing_token_server_fails_attempts_with_auth_error_and_nothing
     attempts = await api.attempts(rid)
     assert attempts[0]["error"].startswith("auth_error: token server answered HTTP 500"), attempts[0]
     assert receiver.by_path("down") == []  # no request without a token
+    async with aiohttp.ClientSession() as session, session.get(f"{worker.url}/metrics") as resp:
+        exposition = await resp.text()
+    counted = [float(line.rsplit(" ", 1)[1]) for line in exposition.splitlines()
+               if line.startswith("webhook_dispatcher_delivery_attempts_total{")
+               and 'outcome="auth_error"' in line and 'kind="message"' in line]
+    assert counted and counted[0] >= 2, "the failures are counted as auth_error"
     tokens.status = 200
     await api.eventually_state(rid, lambda s: s["delivered"] == 1 and s["backlog"] == 0, 20, "recovered")
     assert [bearer(d) for d in receiver.by_path("down")] == ["tok-1"]
