@@ -100,7 +100,8 @@ RECEIVER_FIELDS: dict[str, Any] = {
         "description": "How the dispatcher proves itself to the receiver: a TLS client certificate "
         "(`mtls`, https URLs only) or an OAuth2 client-credentials token sent as `Authorization: Bearer` "
         "(`oauth2`; not with `authorization`). The private key and the client secret are write-only: "
-        "never shown again; a body that leaves one out keeps the current one (same type). A PATCH "
+        "never shown again; a body that leaves one out keeps the current one (same type; a client secret "
+        "only while `token_url` stays on the same host). A PATCH "
         "without `auth` keeps it; `null` removes it. Errors name the field (`auth.private_key`).",
     },
     "heartbeat_interval": {

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
 from cryptography import x509
@@ -186,8 +186,11 @@ def _parse_oauth2(
     client_id = _text(value.get("client_id"), f"{prefix}.client_id", MAX_CLIENT_ID, required=True)
     if "client_secret" in value:
         secret = _text(value["client_secret"], f"{prefix}.client_secret", MAX_CLIENT_SECRET, required=True)
-    elif current is not None:
+    elif current is not None and _origin(current.token_url) == _origin(token_url):
         secret = current.client_secret
+    elif current is not None:  # a kept secret must not follow the token URL to another server
+        raise InvalidInput(f"{prefix}.client_secret", "is required again when token_url moves to another "
+                           "host")
     else:
         raise InvalidInput(f"{prefix}.client_secret", "is required")
     scope = _text(value.get("scope", ""), f"{prefix}.scope", MAX_SCOPE)
@@ -196,6 +199,11 @@ def _parse_oauth2(
     if client_auth not in CLIENT_AUTH_METHODS:
         raise InvalidInput(f"{prefix}.client_auth", f"must be one of {', '.join(CLIENT_AUTH_METHODS)}")
     return OAuth2Auth(token_url, client_id, secret, scope, audience, client_auth)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
 
 
 def _text(value: object, field_name: str, limit: int, required: bool = False) -> str:

@@ -122,11 +122,18 @@ def test_a_good_auth_is_taken(value: object, https: bool, expected: Any) -> None
 
 
 @pytest.mark.parametrize(("current", "body", "kept"), [
-    (OAuth2Auth("https://a.example/t", "id", SECRET),
+    (OAuth2Auth("https://auth.example/token", "id", SECRET),
      {k: v for k, v in OAUTH.items() if k != "client_secret"}, SECRET),
     (MtlsAuth(CERT, KEY), {"type": "oauth2", "token_url": "https://a.example/t", "client_id": "i"}, None),
     (MtlsAuth(CERT, KEY), {"type": "mtls", "certificate": CERT}, KEY),
     (OAuth2Auth("https://a.example/t", "id", SECRET), {"type": "mtls", "certificate": CERT}, None),
+    # the secret is kept on the same server only: it must not follow the URL to another host
+    (OAuth2Auth("https://auth.example/old", "id", SECRET),
+     {k: v for k, v in OAUTH.items() if k != "client_secret"}, SECRET),
+    (OAuth2Auth("https://auth.example:8443/token", "id", SECRET),
+     {k: v for k, v in OAUTH.items() if k != "client_secret"}, None),
+    (OAuth2Auth("https://evil.example/token", "id", SECRET),
+     {k: v for k, v in OAUTH.items() if k != "client_secret"}, None),
 ])
 def test_a_write_only_field_left_out_is_kept_from_the_same_type_only(
     current: Any, body: dict[str, Any], kept: str | None
