@@ -8,10 +8,13 @@ receiver's certificate never carries another's request).
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
+import gzip
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,8 +27,10 @@ import trustme
 from aiohttp import web
 
 from dispatcher.domain.addresses import AllowList, TargetPolicy
-from dispatcher.domain.receiver_auth import MtlsAuth
+from dispatcher.domain.receiver_auth import MtlsAuth, OAuth2Auth
+from dispatcher.domain.records import ReceiverConfig
 from dispatcher.http1 import Http1Transport
+from dispatcher.receiver_auth import AuthedRequests
 from dispatcher.target_guard import TargetGuard
 from dispatcher.transport import AiohttpTransport, DeliveryError
 from tests.harness import Api, Delivery, Receiver, WorkerProcess, wait_until
@@ -348,3 +353,112 @@ async def test_no_answer_and_no_log_line_holds_a_key_or_a_client_secret(
     for secret in SEEN_SECRETS:
         assert secret not in shown and secret not in log
     assert "PRIVATE KEY" not in shown and "PRIVATE KEY" not in log
+
+
+# a hostile token server, through the real transports ----------------------------------------------
+
+
+def answer_text(text: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(text=text, content_type="application/json")
+
+    return handler
+
+
+class HostileTokenServer:
+    """Token endpoints that answer badly: each path is one way."""
+
+    def __init__(self) -> None:
+        self.hold = asyncio.Event()  # the slow endpoint answers only once the test is done with it
+        self.port = 0
+        self.runner: web.AppRunner | None = None
+
+    async def start(self) -> HostileTokenServer:
+        app = web.Application()
+        app.router.add_post("/redirect", self._redirect)
+        app.router.add_post("/good", self._good)
+        app.router.add_post("/huge", self._huge)
+        app.router.add_post("/gzip-bomb", self._bomb)
+        app.router.add_post("/html", answer_text("<html>hello</html>"))
+        app.router.add_post("/slow", self._slow)
+        app.router.add_post("/no-token", answer_text('{"token_type": "Bearer"}'))
+        app.router.add_post("/negative", answer_text('{"access_token": "t", "expires_in": -1}'))
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{path}"
+
+    async def _redirect(self, request: web.Request) -> web.Response:
+        raise web.HTTPFound(self.url("good"))
+
+    async def _good(self, request: web.Request) -> web.Response:
+        return web.json_response({"access_token": "followed", "token_type": "Bearer"})
+
+    async def _huge(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"content-type": "application/json"})
+        await resp.prepare(request)
+        with contextlib.suppress(ConnectionError):  # the client hangs up at its cap
+            await resp.write(b'{"access_token": "' + b"x" * (4 << 20))
+        return resp
+
+    async def _bomb(self, request: web.Request) -> web.Response:
+        body = gzip.compress(b'{"access_token": "' + b"x" * (8 << 20) + b'"}')
+        headers = {"content-type": "application/json", "content-encoding": "gzip"}
+        return web.Response(body=body, headers=headers)
+
+    async def _slow(self, request: web.Request) -> web.Response:
+        await self.hold.wait()
+        return await self._good(request)
+
+    async def stop(self) -> None:
+        self.hold.set()
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+
+@pytest.fixture
+async def hostile_tokens() -> AsyncIterator[HostileTokenServer]:
+    server = await HostileTokenServer().start()
+    yield server
+    await server.stop()
+
+
+HOSTILE_ANSWERS = [
+    ("redirect", "auth_error: token server answered HTTP 302"),  # never followed
+    ("huge", "auth_error: token server answered HTTP 200 with a body over the size cap"),
+    ("gzip-bomb", "auth_error: token server answered HTTP 200 with a body over the size cap"),
+    ("html", "auth_error: token server answer is not a JSON object"),
+    ("no-token", "auth_error: token server answer has no access_token"),
+    ("negative", "auth_error: expires_in is negative"),
+    ("slow", "auth_error: token request failed: timeout"),
+]
+
+
+@pytest.mark.parametrize("kind", [Http1Transport, AiohttpTransport])
+async def test_a_hostile_token_server_fails_only_its_own_receivers_attempts(
+    kind: type[Http1Transport] | type[AiohttpTransport], hostile_tokens: HostileTokenServer,
+    receiver: Receiver,
+) -> None:
+    guard = TargetGuard(TargetPolicy(AllowList.parse("127.0.0.0/8")))
+    transport = kind(guard, 1.0, 1.0, 64 * 1024, 16)
+    requests = AuthedRequests(transport)
+    plain = ReceiverConfig("plain", receiver.url("plain"), "whsec_x")
+    try:
+        for path, reason in HOSTILE_ANSWERS:
+            config = ReceiverConfig(path, receiver.url(path), "whsec_x",
+                                    auth=OAuth2Auth(hostile_tokens.url(path), "id", "secret"))
+            attempt = asyncio.create_task(requests.send("POST", config, {}, b"{}"))
+            # Meanwhile another receiver is served: nothing waits for the token server.
+            assert (await requests.send("POST", plain, {}, b"{}")).status == 200
+            with pytest.raises(DeliveryError) as caught:
+                await attempt
+            assert str(caught.value).startswith(reason), (path, str(caught.value))
+    finally:
+        await requests.close()
+        await transport.close()
+    assert {d.path for d in receiver.deliveries} == {"plain"}  # no request went out without a token
