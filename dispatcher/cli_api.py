@@ -203,6 +203,9 @@ def _auth_options(parser: argparse.ArgumentParser) -> None:
     add("--oauth2-client-auth", choices=("basic", "body"),
         help="how the client id and secret go to the token endpoint (default basic)")
     add("--no-auth", action="store_true", help="remove the receiver's auth")
+    add("--server-ca", type=argtype.pem_file, metavar="PEM_FILE",
+        help="the receiver's own CA: the only one its server certificate may chain to (tls.ca)")
+    add("--no-server-ca", action="store_true", help="trust the worker's CAs again for this receiver")
 
 
 # messages, events, dead letters ---------------------------------------------------

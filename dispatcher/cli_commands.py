@@ -46,6 +46,10 @@ def receiver_fields(args: argparse.Namespace) -> dict[str, Any]:
     auth = auth_field(args)
     if auth is not UNSET_AUTH:
         fields["auth"] = auth
+    if args.server_ca is not None and args.no_server_ca:
+        raise UsageError("--server-ca and --no-server-ca exclude each other")
+    if args.server_ca is not None or args.no_server_ca:
+        fields["tls"] = {"ca": args.server_ca} if args.server_ca is not None else None
     return fields
 
 

@@ -1,9 +1,10 @@
-"""TLS contexts that present a receiver's client certificate (mutual TLS), one per (certificate, key).
+"""TLS contexts of receivers with their own TLS settings: a client certificate (mutual TLS), a CA.
 
 A context costs a key load (and a few KiB); deliveries reuse it from a bounded LRU keyed by
-the pair's identity (a SHA-256 of both), so receivers sharing a certificate share a context.
-The transports key their connection pools by that identity too: a connection that
-authenticated with one receiver's certificate never carries another receiver's request.
+the settings' identity (SHA-256s of the certificate and key, and of the CA), so receivers
+sharing them share a context. The transports key their connection pools by that identity
+too: a connection that authenticated with one receiver's certificate, or was checked against
+one receiver's CA, never carries another receiver's request.
 """
 
 from __future__ import annotations
@@ -16,28 +17,31 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .domain.receiver_auth import MtlsAuth
+from .domain.receiver_auth import MtlsAuth, ServerTls
 
 MAX_CONTEXTS = 256
 
 
 class ClientContexts:
-    """Verified TLS contexts (the transport's CAs) that also present a client certificate."""
+    """Verified TLS contexts: the transport's CAs or the receiver's own, and its client certificate."""
 
     def __init__(self, base: Callable[[], ssl.SSLContext], size: int = MAX_CONTEXTS) -> None:
         self._base = base  # a new context with the transport's verification settings
         self._size = size
         self._contexts: OrderedDict[bytes, ssl.SSLContext] = OrderedDict()
 
-    def get(self, auth: MtlsAuth) -> ssl.SSLContext:
-        """The context for `auth`'s pair; ssl.SSLError if the pair will not load."""
-        key = auth.identity
+    def get(self, client: MtlsAuth | None, server: ServerTls | None = None) -> ssl.SSLContext:
+        """The context presenting `client` and trusting `server.ca` (else the transport's CAs);
+        ssl.SSLError if they will not load."""
+        key = tls_identity(client, server)
         context = self._contexts.get(key)
         if context is not None:
             self._contexts.move_to_end(key)
             return context
-        context = self._base()
-        load_client_certificate(context, auth.certificate, auth.private_key)
+        # A receiver's own CA replaces the others (verification and host names stay checked).
+        context = self._base() if server is None else ssl.create_default_context(cadata=server.ca)
+        if client is not None:
+            load_client_certificate(context, client.certificate, client.private_key)
         self._contexts[key] = context
         if len(self._contexts) > self._size:
             self._contexts.popitem(last=False)  # connections that hold it keep it alive until they close
@@ -45,6 +49,11 @@ class ClientContexts:
 
     def __len__(self) -> int:
         return len(self._contexts)
+
+
+def tls_identity(client: MtlsAuth | None, server: ServerTls | None) -> bytes:
+    """What tells one receiver's TLS settings from another's: the context's and the pool's key."""
+    return (client.identity if client is not None else b"") + (server.identity if server is not None else b"")
 
 
 def load_client_certificate(context: ssl.SSLContext, certificate: str, private_key: str) -> None:

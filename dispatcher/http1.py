@@ -9,8 +9,9 @@ multipart), so this client keeps only what a hostile receiver requires:
 - every connection is dialled through the target guard (addresses resolved
   per new connection, each checked again when its socket is made);
 - TLS is always verified (the system's CAs, plus `ca_file`), with SNI; a
-  receiver with mutual TLS gets a context that also presents its client
-  certificate (`client_tls.py`), and connections of its own;
+  receiver with mutual TLS or its own CA gets a context that presents its
+  client certificate or trusts only its CA (`client_tls.py`), and connections
+  of its own;
 - the whole request has a deadline, the connect a shorter one. Waiting
   answers are checked against theirs every `DEADLINE_TICK` seconds by one
   timer of the transport's, not by a timer of each request's own (a
@@ -18,7 +19,7 @@ multipart), so this client keeps only what a hostile receiver requires:
   Python): an answer is given up at most a tick past its deadline;
 - a response head is capped (64 headers of at most 8,190 bytes), its body
   read to `response_cap` and then the connection dropped;
-- connections are kept alive per (scheme, host, port, client certificate),
+- connections are kept alive per (scheme, host, port, receiver TLS settings),
   reused most recent first, and closed after 15 idle seconds. A request on a reused connection
   that the peer closes before answering a byte is sent once more on a new
   connection, at once: most often the peer had timed the idle connection out
@@ -38,8 +39,8 @@ import httptools
 from aiohttp.abc import ResolveResult
 from yarl import URL
 
-from .client_tls import ClientContexts
-from .domain.receiver_auth import MtlsAuth
+from .client_tls import ClientContexts, tls_identity
+from .domain.receiver_auth import MtlsAuth, ServerTls
 from .domain.untrusted import MAX_HEADER_VALUE
 from .target_guard import BlockedTarget, TargetGuard
 from .transport import (
@@ -62,7 +63,7 @@ _KEPT = KEPT_RESPONSE_HEADERS | _READ_HEADERS
 # Bytes before the end of a response head: every header at its cap, plus the status line.
 _HEAD_LIMIT = (MAX_RESPONSE_HEADERS + 1) * (MAX_HEADER_LINE + 2)
 _URL_CACHE_MAX = 65_536
-PoolKey = tuple[bool, str, int, bytes]  # scheme is https, host, port, client certificate identity (b"": none)
+PoolKey = tuple[bool, str, int, bytes]  # scheme is https, host, port, the receiver's TLS settings (b"": none)
 
 
 class _Target:
@@ -282,17 +283,18 @@ class Http1Transport:
 
     async def request(
         self, method: str, url: str, headers: dict[str, str], body: bytes = b"",
-        client_cert: MtlsAuth | None = None,
+        client_cert: MtlsAuth | None = None, server_ca: ServerTls | None = None,
     ) -> Response:
         """One request, no redirects followed; raises DeliveryError when there is no response.
 
-        `client_cert`: present this certificate in the TLS handshake (mutual TLS)."""
+        `client_cert`: present this certificate in the TLS handshake (mutual TLS); `server_ca`:
+        the receiver's own CA, the only one its certificate may chain to."""
         target = self._target(url)
         head = self._head(method, target, headers, body)
         key, context = target.key, self._ssl
-        if client_cert is not None:
-            context = client_context(self._client_contexts, client_cert)
-            key = (target.tls, target.host, target.port, client_cert.identity)
+        if client_cert is not None or server_ca is not None:
+            context = client_context(self._client_contexts, client_cert, server_ca)
+            key = (target.tls, target.host, target.port, tls_identity(client_cert, server_ca))
         async with self._slots:
             status, got, raw = await self._exchange(target, key, context, head, body,
                                                     self._now() + self._timeout)

@@ -1,4 +1,4 @@
-"""Requests to a receiver with its `auth`: a client certificate, or an OAuth2 bearer token.
+"""Requests to a receiver with its `auth` (a client certificate, or an OAuth2 bearer token) and `tls`.
 
 Every request goes out through the worker's transport, token requests included, so a token
 URL passes the same target guard, timeouts, caps and no-redirect rule as a delivery.
@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from .domain.receiver_auth import MtlsAuth, OAuth2Auth, Token, TokenError, parse_token_response, token_request
+from .domain.receiver_auth import OAuth2Auth, Token, TokenError, parse_token_response, token_request
 from .domain.records import ReceiverConfig
 from .transport import DeliveryError, Response, Transport
 
@@ -108,26 +108,29 @@ class AuthedRequests:
         self, method: str, config: ReceiverConfig, headers: dict[str, str], body: bytes = b""
     ) -> Response:
         """One request to `config.url`; DeliveryError if no answer (`auth_error: ...`: no token)."""
-        auth = config.auth
-        if auth is None:
+        auth, server_ca = config.auth, config.tls
+        if auth is None and server_ca is None:
             if method == "POST":
                 return await self._transport.post(config.url, headers, body)
             return await self._transport.request(method, config.url, headers, body)
-        if isinstance(auth, MtlsAuth):
-            return await self._transport.request(method, config.url, headers, body, client_cert=auth)
-        return await self._with_token(method, config.url, auth, headers, body)
+        if not isinstance(auth, OAuth2Auth):
+            return await self._transport.request(method, config.url, headers, body, client_cert=auth,
+                                                 server_ca=server_ca)
+        return await self._with_token(method, config, auth, headers, body)
 
     async def _with_token(
-        self, method: str, url: str, auth: OAuth2Auth, headers: dict[str, str], body: bytes
+        self, method: str, config: ReceiverConfig, auth: OAuth2Auth, headers: dict[str, str], body: bytes
     ) -> Response:
         token = await self._token(auth)
-        resp = await self._transport.request(method, url, {**headers, "authorization": token.value}, body)
+        resp = await self._transport.request(method, config.url, {**headers, "authorization": token.value},
+                                             body, server_ca=config.tls)
         if resp.status != 401:
             return resp
         # The token may have been revoked or rotated before its time: one new token, one more try.
         self.tokens.invalidate(auth, token)
         token = await self._token(auth)
-        return await self._transport.request(method, url, {**headers, "authorization": token.value}, body)
+        return await self._transport.request(method, config.url, {**headers, "authorization": token.value},
+                                             body, server_ca=config.tls)
 
     async def _token(self, auth: OAuth2Auth) -> Token:
         try:

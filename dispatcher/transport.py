@@ -3,9 +3,9 @@
 A hostile receiver gets nothing from us but its request: no redirect is
 followed, no proxy or cookie is used, TLS is always verified, the body is read
 up to a cap and decompressed up to a cap, and every connection goes through
-the target guard. A receiver with mutual TLS gets its own TLS context
-(`client_tls.py`); aiohttp keys its pool by the context, so such a connection
-serves that certificate only.
+the target guard. A receiver with mutual TLS or its own CA gets its own TLS
+context (`client_tls.py`); aiohttp keys its pool by the context, so such a
+connection serves those settings only.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Protocol
 import aiohttp
 
 from .client_tls import ClientContexts
-from .domain.receiver_auth import MtlsAuth
+from .domain.receiver_auth import MtlsAuth, ServerTls
 from .domain.untrusted import MAX_HEADER_VALUE, clean_text
 from .target_guard import BlockedTarget, TargetGuard
 
@@ -59,7 +59,7 @@ class DeliveryError(Exception):
 
 
 class Transport(Protocol):
-    """`client_cert` (mutual TLS) is passed only for a receiver that has one."""
+    """`client_cert` (mutual TLS) and `server_ca` are passed only for a receiver that has them."""
 
     async def post(
         self, url: str, headers: dict[str, str], body: bytes, client_cert: MtlsAuth | None = None
@@ -67,7 +67,7 @@ class Transport(Protocol):
 
     async def request(
         self, method: str, url: str, headers: dict[str, str], body: bytes = b"",
-        client_cert: MtlsAuth | None = None,
+        client_cert: MtlsAuth | None = None, server_ca: ServerTls | None = None,
     ) -> Response: ...
 
     async def close(self) -> None: ...
@@ -127,13 +127,15 @@ class AiohttpTransport:
 
     async def request(
         self, method: str, url: str, headers: dict[str, str], body: bytes = b"",
-        client_cert: MtlsAuth | None = None,
+        client_cert: MtlsAuth | None = None, server_ca: ServerTls | None = None,
     ) -> Response:
         """One request, no redirects followed; raises DeliveryError when there is no response."""
         if self._session is None:
             self._session = self._open()
         data = body if method != "GET" else None
-        context = self._ssl if client_cert is None else client_context(self._client_contexts, client_cert)
+        context = self._ssl
+        if client_cert is not None or server_ca is not None:
+            context = client_context(self._client_contexts, client_cert, server_ca)
         try:
             async with self._session.request(
                 method, url, data=data, headers=headers, allow_redirects=False, ssl=context
@@ -160,12 +162,14 @@ class AiohttpTransport:
             self._session = None
 
 
-def client_context(contexts: ClientContexts, client_cert: MtlsAuth) -> ssl.SSLContext:
-    """The context presenting `client_cert`; DeliveryError if the pair will not load."""
+def client_context(
+    contexts: ClientContexts, client_cert: MtlsAuth | None, server_ca: ServerTls | None
+) -> ssl.SSLContext:
+    """The context of a receiver's own TLS settings; DeliveryError if they will not load."""
     try:
-        return contexts.get(client_cert)
+        return contexts.get(client_cert, server_ca)
     except (ssl.SSLError, OSError) as exc:  # checked at the API, so only a store from another version
-        raise DeliveryError(f"TLS client certificate will not load: {type(exc).__name__}") from None
+        raise DeliveryError(f"the receiver's TLS settings will not load: {type(exc).__name__}") from None
 
 
 def tls_context(ca_file: Path | None) -> ssl.SSLContext:

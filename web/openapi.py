@@ -104,6 +104,13 @@ RECEIVER_FIELDS: dict[str, Any] = {
         "only while `token_url` stays on the same host). A PATCH "
         "without `auth` keeps it; `null` removes it. Errors name the field (`auth.private_key`).",
     },
+    "tls": {
+        "anyOf": [{"type": "object", "required": ["ca"], "additionalProperties": False,
+                   "properties": {"ca": {**STR, "maxLength": 65536}}}, {"type": "null"}],
+        "description": "`{\"ca\": PEM}` (https URLs only): the CA certificates the receiver's server "
+        "certificate must chain to, instead of the system's and DISPATCHER_CA_FILE's, for this receiver "
+        "alone (host names are still checked). A PATCH without `tls` keeps it; `null` removes it.",
+    },
     "heartbeat_interval": {
         "anyOf": [
             {"type": "null"}, {"const": 0}, {**NUM, "minimum": MIN_HEARTBEAT, "maximum": MAX_HEARTBEAT},
@@ -197,6 +204,8 @@ SCHEMAS: dict[str, Any] = {
             "tenant": nullable(STR),
             "filter": nullable(OBJ),
             "auth": nullable(ref("AuthView")),
+            "tls": nullable({"type": "object", "properties": {
+                "ca": STR, "ca_certificates": {"type": "array", "items": OBJ}}}),
             "signing": STR,
             "verified": BOOL,
             "secret": STR,

@@ -105,6 +105,63 @@ class OAuth2Auth:
 ReceiverAuth = MtlsAuth | OAuth2Auth
 
 
+@dataclass(slots=True, frozen=True)
+class ServerTls:
+    """`tls.ca`: the only CA certificates (PEM) the receiver's server certificate may chain to.
+
+    Set, it replaces the system's CAs and DISPATCHER_CA_FILE for this receiver alone: a partner's
+    private CA is trusted for its receiver, and for no other. Not secret.
+    """
+
+    ca: str
+    _identity: bytes = field(default=b"", init=False, repr=False, compare=False)
+
+    @property
+    def identity(self) -> bytes:
+        if not self._identity:
+            object.__setattr__(self, "_identity", hashlib.sha256(self.ca.encode()).digest())
+        return self._identity
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ca": self.ca}
+
+
+def parse_tls(value: object, field_name: str = "tls") -> ServerTls | None:
+    """A body's `tls` (null: none): `{"ca": PEM}`, one or more CA certificates."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidInput(field_name, 'must be an object {"ca": PEM} or null')
+    reject_unknown(value, {"ca"}, f"{field_name}.")
+    _certificates(value.get("ca"), f"{field_name}.ca")
+    return ServerTls(value["ca"])
+
+
+def tls_from_dict(data: dict[str, Any] | None) -> ServerTls | None:
+    return ServerTls(data["ca"]) if data else None
+
+
+def tls_view(tls: ServerTls | None) -> dict[str, Any] | None:
+    """`tls` as shown: the PEM (not secret) and what each CA certificate is."""
+    if tls is None:
+        return None
+    return {"ca": tls.ca, "ca_certificates": ca_views(tls.ca)}
+
+
+def ca_views(pem: str) -> list[dict[str, Any]]:
+    return [dict(view) for view in _ca_views(pem)]
+
+
+@lru_cache(maxsize=256)
+def _ca_views(pem: str) -> tuple[dict[str, Any], ...]:
+    try:
+        chain = x509.load_pem_x509_certificates(pem.encode())
+    except ValueError:
+        return ({"error": "the stored certificates do not parse"},)
+    return tuple({"subject": c.subject.rfc4514_string(), "not_after": _iso(c.not_valid_after_utc.timestamp()),
+                  "fingerprint_sha256": c.fingerprint(_SHA256).hex(":")} for c in chain)
+
+
 # configuration ---------------------------------------------------------------------------------
 
 

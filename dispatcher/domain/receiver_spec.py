@@ -17,7 +17,7 @@ from .delivery_options import OPTION_FIELDS, parse_delivery_options
 from .errors import InvalidInput
 from .filters import check_filter
 from .headers import check_header_value, check_headers
-from .receiver_auth import MtlsAuth, OAuth2Auth, ReceiverAuth, auth_view, parse_auth
+from .receiver_auth import MtlsAuth, OAuth2Auth, ReceiverAuth, auth_view, parse_auth, parse_tls, tls_view
 from .records import ReceiverConfig, check_url, reject_unknown
 from .retry import RetryPolicy
 from .signing import SecretError, check_secret, is_asymmetric, public_key_of
@@ -26,7 +26,7 @@ from .subscriptions import check_tenant, parse_patterns
 SIGNING_KINDS = ("hmac-sha256", "ed25519")
 RECEIVER_FIELDS = {
     "id", "url", "event_types", "tenant", "secret", "signing", "headers", "retry", "authorization",
-    "verify", "filter", "auth", *OPTION_FIELDS,
+    "verify", "filter", "auth", "tls", *OPTION_FIELDS,
 }
 MAX_GRACE = 7 * 86400.0
 MAX_PREVIOUS_SECRETS = 5
@@ -69,9 +69,13 @@ def parse_receiver_spec(
         authorization=authorization, verify=verify, options=options, tenant=tenant,
         filter=check_filter(body.get("filter"), "filter"),
     )
-    config = replace(config, auth=_auth(body, current, now, require_https))
-    if isinstance(config.auth, MtlsAuth) and urlsplit(url).scheme != "https":
-        raise InvalidInput("auth", "mtls needs an https url: a client certificate is presented in TLS")
+    tls = parse_tls(body["tls"]) if "tls" in body else (current.tls if current else None)
+    config = replace(config, auth=_auth(body, current, now, require_https), tls=tls)
+    if urlsplit(url).scheme != "https":
+        if isinstance(config.auth, MtlsAuth):
+            raise InvalidInput("auth", "mtls needs an https url: a client certificate is presented in TLS")
+        if tls is not None:
+            raise InvalidInput("tls", "needs an https url")
     config = _with_secret(config, body, make_secret, current)
     if current is not None and current.verification is not None and current.verification.url == url:
         config = replace(config, verification=current.verification)
@@ -193,6 +197,7 @@ def public_view(config: ReceiverConfig, now: float, policy: Policy) -> dict[str,
     for key in ("secret", "previous_secrets", "authorization"):
         view.pop(key)
     view["auth"] = auth_view(config.auth)  # the stored form holds the key or the client secret
+    view["tls"] = tls_view(config.tls)
     view.update(policy.effective_options(config).as_dict())
     view["retry"] = policy.retry_for(config).as_dict()
     view["worker_defaults"] = worker_defaults(config)

@@ -34,7 +34,7 @@ from .filters import Filter, compile_filter
 from .filters import document as filter_document
 from .headers import check_headers
 from .ids import check_id
-from .receiver_auth import ReceiverAuth, auth_from_dict
+from .receiver_auth import ReceiverAuth, ServerTls, auth_from_dict, tls_from_dict
 from .untrusted import producer_time
 
 __all__ = [  # the checks are re-exported: callers import them from here
@@ -104,6 +104,7 @@ class ReceiverConfig:
     tenant: str | None = None  # set: the receiver gets only this tenant's events
     filter: dict[str, Any] | None = None  # a content filter (filters.py), validated; None: every message
     auth: ReceiverAuth | None = field(default=None, repr=False)  # mTLS or OAuth2 (receiver_auth.py); secret
+    tls: ServerTls | None = None  # the CA the receiver's server certificate must chain to (receiver_auth.py)
     # as_dict's JSON, made once: the state that holds the config is written twice per delivery
     _json: orjson.Fragment | None = field(default=None, init=False, repr=False, compare=False)
     _filter: Filter | None = field(default=None, init=False, repr=False, compare=False)  # compiled once
@@ -152,6 +153,7 @@ class ReceiverConfig:
             "tenant": self.tenant,
             "filter": self.filter,
             **({"auth": self.auth.as_dict()} if self.auth is not None else {}),
+            **({"tls": self.tls.as_dict()} if self.tls is not None else {}),
             **self.options.as_dict(),
         }
 
@@ -174,6 +176,7 @@ class ReceiverConfig:
             tenant=data.get("tenant"),
             filter=data.get("filter"),
             auth=auth_from_dict(data.get("auth")),
+            tls=tls_from_dict(data.get("tls")),
         )
 
 

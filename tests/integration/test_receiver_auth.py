@@ -27,13 +27,13 @@ import trustme
 from aiohttp import web
 
 from dispatcher.domain.addresses import AllowList, TargetPolicy
-from dispatcher.domain.receiver_auth import MtlsAuth, OAuth2Auth
+from dispatcher.domain.receiver_auth import MtlsAuth, OAuth2Auth, ServerTls
 from dispatcher.domain.records import ReceiverConfig
 from dispatcher.http1 import Http1Transport
 from dispatcher.receiver_auth import AuthedRequests
 from dispatcher.target_guard import TargetGuard
 from dispatcher.transport import AiohttpTransport, DeliveryError
-from tests.harness import Api, Delivery, Receiver, WorkerProcess, wait_until
+from tests.harness import Api, Delivery, Receiver, WorkerProcess, tls_receiver, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -338,23 +338,6 @@ async def test_a_token_url_is_checked_like_a_receiver_url(api: Api, tokens: Toke
         assert (status, body["error"]["field"], body["error"]["code"]) == (422, "auth.token_url", code), body
 
 
-async def test_no_answer_and_no_log_line_holds_a_key_or_a_client_secret(
-    api: Api, worker: WorkerProcess
-) -> None:
-    assert SEEN_SECRETS, "the tests above record what they sent"
-    status, listed = await api.call("GET", "/v1/receivers?limit=1000")
-    assert status == 200
-    shown = orjson.dumps(listed).decode()
-    for receiver in listed["receivers"]:
-        status, one = await api.call("GET", f"/v1/receivers/{receiver['id']}")
-        shown += orjson.dumps(one).decode()
-    log = worker.log_path.read_text(errors="replace")
-    assert "auth_error" in log  # the failing token server's attempts were logged
-    for secret in SEEN_SECRETS:
-        assert secret not in shown and secret not in log
-    assert "PRIVATE KEY" not in shown and "PRIVATE KEY" not in log
-
-
 # a hostile token server, through the real transports ----------------------------------------------
 
 
@@ -462,3 +445,73 @@ async def test_a_hostile_token_server_fails_only_its_own_receivers_attempts(
         await requests.close()
         await transport.close()
     assert {d.path for d in receiver.deliveries} == {"plain"}  # no request went out without a token
+
+
+# a receiver's own CA (tls.ca) ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", [Http1Transport, AiohttpTransport])
+async def test_a_receivers_own_ca_is_the_only_one_its_certificate_may_chain_to(
+    kind: type[Http1Transport] | type[AiohttpTransport], pki: Pki, mtls_receiver: MtlsReceiver
+) -> None:
+    private = trustme.CA()
+    private_tls = ServerTls(private.cert_pem.bytes().decode())
+    private_runner, private_port = await tls_receiver(private)  # a CA the worker does not trust
+    public_runner, public_port = await tls_receiver(pki.server_ca)  # one it trusts (DISPATCHER_CA_FILE)
+    guard = TargetGuard(TargetPolicy(AllowList.parse("127.0.0.0/8")))
+    transport = kind(guard, 5.0, 2.0, 4096, 16, pki.ca_file)
+    private_url, public_url = (f"https://127.0.0.1:{p}/hook" for p in (private_port, public_port))
+    try:
+        assert (await transport.request("POST", private_url, {}, b"{}", server_ca=private_tls)).status == 200
+        with pytest.raises(DeliveryError, match="certificate"):  # the worker's CAs do not vouch for it
+            await transport.post(private_url, {}, b"{}")
+        with pytest.raises(DeliveryError, match="certificate"):  # its own CA replaces the worker's
+            await transport.request("POST", public_url, {}, b"{}", server_ca=private_tls)
+        assert (await transport.post(public_url, {}, b"{}")).status == 200
+        client = pki.client("own-ca")
+        both = await transport.request("POST", mtls_receiver.url("both"), {}, b"{}",
+                                       client_cert=MtlsAuth(client["certificate"], client["private_key"]),
+                                       server_ca=ServerTls(pki.server_ca.cert_pem.bytes().decode()))
+        assert both.status == 200 and mtls_receiver.deliveries[-1][:2] == ("both", "own-ca")
+    finally:
+        await transport.close()
+        await private_runner.cleanup()
+        await public_runner.cleanup()
+
+
+async def test_a_receiver_with_its_own_ca_gets_deliveries_through_the_worker(api: Api) -> None:
+    private = trustme.CA()
+    runner, port = await tls_receiver(private)
+    try:
+        ca = private.cert_pem.bytes().decode()
+        created = await api.create_receiver(f"https://127.0.0.1:{port}/hook", tls={"ca": ca})
+        assert created["tls"]["ca"] == ca and created["tls"]["ca_certificates"][0]["subject"]
+        rid = created["id"]
+        await api.send_batch([message(rid, 1)])
+        await api.eventually_state(rid, lambda s: s["delivered"] == 1, 20, "delivery over the receiver's CA")
+        status, body = await api.call("PATCH", f"/v1/receivers/{rid}", {"tls": {"ca": "not a pem"}})
+        assert (status, body["error"]["field"]) == (422, "tls.ca"), body
+        status, body = await api.call("PATCH", f"/v1/receivers/{rid}", {"tls": None})
+        assert status == 200 and body["tls"] is None, body
+        await api.send_batch([message(rid, 2)])  # the worker's CAs do not vouch for it: it waits
+        state = await api.eventually_state(rid, lambda s: s["failed_attempts"] >= 1, 20, "a failed attempt")
+        assert state["backlog"] == 1
+    finally:
+        await runner.cleanup()
+
+
+async def test_no_answer_and_no_log_line_holds_a_key_or_a_client_secret(
+    api: Api, worker: WorkerProcess
+) -> None:
+    assert SEEN_SECRETS, "the tests above record what they sent"
+    status, listed = await api.call("GET", "/v1/receivers?limit=1000")
+    assert status == 200
+    shown = orjson.dumps(listed).decode()
+    for receiver in listed["receivers"]:
+        status, one = await api.call("GET", f"/v1/receivers/{receiver['id']}")
+        shown += orjson.dumps(one).decode()
+    log = worker.log_path.read_text(errors="replace")
+    assert "auth_error" in log  # the failing token server's attempts were logged
+    for secret in SEEN_SECRETS:
+        assert secret not in shown and secret not in log
+    assert "PRIVATE KEY" not in shown and "PRIVATE KEY" not in log

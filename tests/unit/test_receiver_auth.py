@@ -29,6 +29,7 @@ from dispatcher.domain.receiver_auth import (
     MIN_LIFETIME,
     MtlsAuth,
     OAuth2Auth,
+    ServerTls,
     TokenError,
     auth_view,
     parse_auth,
@@ -301,7 +302,7 @@ class Scripted:
         return await self.request("POST", url, headers, body, client_cert)
 
     async def request(self, method: str, url: str, headers: dict[str, str], body: bytes = b"",
-                      client_cert: Any = None) -> Response:
+                      client_cert: Any = None, server_ca: Any = None) -> Response:
         if url.endswith("/token"):
             self.token_calls += 1
             if self.gate is not None:
@@ -461,6 +462,17 @@ def test_cli_auth_options_make_the_auth_field(
     assert fields.get("auth", "unset") == auth
 
 
+@pytest.mark.parametrize(("options", "tls"), [
+    (["--server-ca", "{cert}"], {"ca": CERT}),
+    (["--no-server-ca"], None),
+])
+def test_cli_server_ca_options_make_the_tls_field(tmp_path: Path, options: list[str], tls: Any) -> None:
+    pem = tmp_path / "ca.pem"
+    pem.write_text(CERT)
+    argv = [o.format(cert=pem) for o in options]
+    assert receiver_fields(cli_parser().parse_args(["receivers", "update", "r1", *argv]))["tls"] == tls
+
+
 def test_cli_auth_options_of_both_kinds_are_refused() -> None:
     args = cli_parser().parse_args(["receivers", "update", "r1", "--no-auth", "--oauth2-client-id", "i"])
     with pytest.raises(UsageError):
@@ -482,3 +494,40 @@ def test_the_receiver_page_names_the_auth_and_shows_no_key_or_secret(auth: Any, 
     html = environment().get_template("receiver.html").render({**COMMON, **context, "r": view})
     assert shown in html
     assert SECRET not in html and "PRIVATE KEY" not in html
+
+
+# a receiver's own CA ------------------------------------------------------------------------------------
+
+CA_PEM = CA.cert_pem.bytes().decode()
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"url": "https://h.example/x", "tls": "pem"}, "tls"),
+    ({"url": "https://h.example/x", "tls": {}}, "tls.ca"),
+    ({"url": "https://h.example/x", "tls": {"ca": "nope"}}, "tls.ca"),
+    ({"url": "https://h.example/x", "tls": {"ca": CA_PEM, "verify": False}}, "tls.verify"),
+    ({"url": "http://h.example/x", "tls": {"ca": CA_PEM}}, "tls"),
+])
+def test_a_bad_tls_is_refused_naming_its_field(body: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        parse_receiver_spec(body, "r1", NOW, False, generate)
+    assert caught.value.field == field
+
+
+def test_tls_is_kept_unless_named_shown_whole_and_round_trips() -> None:
+    created = spec({"url": "https://h.example/x", "tls": {"ca": CA_PEM + CA_PEM}})
+    assert created.tls is not None and created.tls.ca == CA_PEM + CA_PEM
+    assert spec(patched_body(created, {"url": "https://h.example/y"}), created).tls == created.tls
+    assert spec(patched_body(created, {"tls": None}), created).tls is None
+    view = public_view(created, NOW, Policy())["tls"]
+    assert view["ca"] == CA_PEM + CA_PEM and len(view["ca_certificates"]) == 2
+    assert ReceiverConfig.from_dict(orjson.loads(orjson.dumps(created.as_dict()))) == created
+    assert public_view(spec({"url": "https://h.example/x"}), NOW, Policy())["tls"] is None
+
+
+def test_contexts_are_kept_per_certificate_and_ca_together() -> None:
+    contexts = ClientContexts(ssl.create_default_context)
+    client, own = MtlsAuth(CERT, KEY), ServerTls(CA_PEM)
+    made = {id(contexts.get(c, s)) for c, s in ((client, None), (None, own), (client, own))}
+    assert len(made) == 3 and len(contexts) == 3
+    assert contexts.get(client, own) is contexts.get(MtlsAuth(CERT, KEY), ServerTls(CA_PEM))
