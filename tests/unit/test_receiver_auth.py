@@ -531,3 +531,11 @@ def test_contexts_are_kept_per_certificate_and_ca_together() -> None:
     made = {id(contexts.get(c, s)) for c, s in ((client, None), (None, own), (client, own))}
     assert len(made) == 3 and len(contexts) == 3
     assert contexts.get(client, own) is contexts.get(MtlsAuth(CERT, KEY), ServerTls(CA_PEM))
+
+
+def test_the_receiver_page_names_its_own_ca() -> None:
+    config = spec({"url": "https://h.example/x", "tls": {"ca": CA_PEM}})
+    context = pages()["receiver.html"]
+    view = {**context["r"], **public_view(config, NOW, Policy())}
+    html = environment().get_template("receiver.html").render({**COMMON, **context, "r": view})
+    assert 'id="server-ca">OU=Testing CA' in html
