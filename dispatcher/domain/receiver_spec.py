@@ -17,7 +17,7 @@ from .delivery_options import OPTION_FIELDS, parse_delivery_options
 from .errors import InvalidInput
 from .filters import check_filter
 from .headers import check_header_value, check_headers
-from .receiver_auth import MtlsAuth, OAuth2Auth, ReceiverAuth, auth_view, parse_auth, parse_tls, tls_view
+from .receiver_auth import MtlsAuth, OAuth2Auth, auth_view, parse_auth, parse_tls, tls_view
 from .records import ReceiverConfig, check_url, reject_unknown
 from .retry import RetryPolicy
 from .signing import SecretError, check_secret, is_asymmetric, public_key_of
@@ -69,31 +69,31 @@ def parse_receiver_spec(
         authorization=authorization, verify=verify, options=options, tenant=tenant,
         filter=check_filter(body.get("filter"), "filter"),
     )
-    tls = parse_tls(body["tls"]) if "tls" in body else (current.tls if current else None)
-    config = replace(config, auth=_auth(body, current, now, require_https), tls=tls)
-    if urlsplit(url).scheme != "https":
-        if isinstance(config.auth, MtlsAuth):
-            raise InvalidInput("auth", "mtls needs an https url: a client certificate is presented in TLS")
-        if tls is not None:
-            raise InvalidInput("tls", "needs an https url")
+    config = _with_auth(config, body, current, now, require_https)
     config = _with_secret(config, body, make_secret, current)
     if current is not None and current.verification is not None and current.verification.url == url:
         config = replace(config, verification=current.verification)
     return config
 
 
-def _auth(
-    body: dict[str, Any], current: ReceiverConfig | None, now: float, require_https: bool
-) -> ReceiverAuth | None:
-    """The body's `auth` (absent: the current one, like the signing secret; null: none)."""
-    before = current.auth if current is not None else None
-    if "auth" not in body:
-        return before
-    auth = parse_auth(body["auth"], before, now, require_https)
-    if isinstance(auth, OAuth2Auth) and body.get("authorization"):
+def _with_auth(
+    config: ReceiverConfig, body: dict[str, Any], current: ReceiverConfig | None, now: float,
+    require_https: bool,
+) -> ReceiverConfig:
+    """The body's `auth` and `tls` (absent: the current ones, like the signing secret; null: none)."""
+    tls = parse_tls(body["tls"]) if "tls" in body else (current.tls if current else None)
+    auth = current.auth if current is not None else None
+    if "auth" in body:
+        auth = parse_auth(body["auth"], auth, now, require_https)
+    if isinstance(auth, OAuth2Auth) and config.authorization:
         raise InvalidInput("authorization", "cannot be set with OAuth2 auth: the token is the Authorization "
                            'header (set "authorization": "" to drop it)')
-    return auth
+    if urlsplit(config.url).scheme != "https":
+        if isinstance(auth, MtlsAuth):
+            raise InvalidInput("auth", "mtls needs an https url: a client certificate is presented in TLS")
+        if tls is not None:
+            raise InvalidInput("tls", "needs an https url")
+    return replace(config, auth=auth, tls=tls)
 
 
 def _retry_overrides(retry: Any) -> dict[str, Any] | None:
