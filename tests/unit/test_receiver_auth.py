@@ -160,6 +160,15 @@ def test_receiver_level_conflicts_are_refused(body: dict[str, Any], field: str) 
     assert caught.value.field == field
 
 
+def test_an_authorization_value_is_refused_on_an_oauth2_receiver_until_auth_goes() -> None:
+    created = spec({"url": "https://h.example/x", "auth": OAUTH})
+    with pytest.raises(InvalidInput) as caught:
+        spec(patched_body(created, {"authorization": "Bearer static"}), created)
+    assert caught.value.field == "authorization"
+    changed = spec(patched_body(created, {"authorization": "Bearer static", "auth": None}), created)
+    assert changed.auth is None and changed.authorization == "Bearer static"
+
+
 def test_mtls_needs_an_https_url() -> None:
     with pytest.raises(InvalidInput) as caught:
         parse_receiver_spec({"url": "http://127.0.0.1:9/x", "auth": mtls()}, "r1", NOW, False, generate)
