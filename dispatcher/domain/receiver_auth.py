@@ -204,6 +204,9 @@ def _parse_mtls(value: dict[str, Any], current: MtlsAuth | None, now: float, pre
 
 def _certificates(value: object, field_name: str) -> list[x509.Certificate]:
     text = _pem_text(value, field_name, "CERTIFICATE")
+    if "PRIVATE KEY" in text:  # a pasted bundle: the key would sit in a field that is not secret
+        raise InvalidInput(field_name, "holds a private key: give certificates only (a client key goes in "
+                           "auth.private_key, which is never shown)")
     try:
         chain = x509.load_pem_x509_certificates(text.encode())
     except ValueError:

@@ -17,6 +17,7 @@ from urllib.parse import parse_qs
 import orjson
 import pytest
 import trustme
+from cryptography.hazmat.primitives import serialization
 
 from dispatcher.cli_api import add_api_commands
 from dispatcher.cli_commands import UsageError, receiver_fields
@@ -54,6 +55,9 @@ OTHER_KEY = CA.issue_cert("other.example").private_key_pem.bytes().decode()
 EXPIRED = CA.issue_cert(
     "old.example", not_before=datetime.datetime(2020, 1, 1), not_after=datetime.datetime(2021, 1, 1))
 SECRET = "s3cr3t-client-secret"
+ENCRYPTED_KEY = serialization.load_pem_private_key(KEY.encode(), None).private_bytes(
+    serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+    serialization.BestAvailableEncryption(b"passphrase")).decode()
 OAUTH = {"type": "oauth2", "token_url": "https://auth.example/token", "client_id": "dispatcher",
          "client_secret": SECRET}
 
@@ -84,6 +88,10 @@ def error_field(value: object, current: Any = None, https: bool = True) -> str:
     (mtls(private_key="not a key"), "auth.private_key"),
     (mtls(private_key=OTHER_KEY), "auth.private_key"),
     (mtls(private_key=CERT), "auth.private_key"),
+    (mtls(private_key=LEAF.private_key_pem.bytes().decode().replace("PRIVATE KEY", "ENCRYPTED PRIVATE KEY")),
+     "auth.private_key"),
+    (mtls(private_key=ENCRYPTED_KEY), "auth.private_key"),
+    (mtls(certificate=CERT + KEY), "auth.certificate"),  # a bundle: the key must not sit there
     ({"type": "mtls", "certificate": CERT}, "auth.private_key"),  # no key, and none to keep
     ({**OAUTH, "token_url": "ftp://auth.example/t"}, "auth.token_url"),
     ({**OAUTH, "token_url": "http://auth.example/t"}, "auth.token_url"),  # https required
@@ -514,6 +522,7 @@ CA_PEM = CA.cert_pem.bytes().decode()
     ({"url": "https://h.example/x", "tls": "pem"}, "tls"),
     ({"url": "https://h.example/x", "tls": {}}, "tls.ca"),
     ({"url": "https://h.example/x", "tls": {"ca": "nope"}}, "tls.ca"),
+    ({"url": "https://h.example/x", "tls": {"ca": CA_PEM + KEY}}, "tls.ca"),  # shown whole: no key there
     ({"url": "https://h.example/x", "tls": {"ca": CA_PEM, "verify": False}}, "tls.verify"),
     ({"url": "http://h.example/x", "tls": {"ca": CA_PEM}}, "tls"),
 ])
