@@ -336,7 +336,7 @@ _SIGNING_KEYS = (
 def token_request(auth: OAuth2Auth) -> tuple[dict[str, str], bytes]:
     """The headers and form body of a client-credentials token request (RFC 6749 4.4.2)."""
     form = {"grant_type": "client_credentials"}
-    headers = {"content-type": "application/x-www-form-urlencoded", "accept": "application/json"}
+    headers = {"content-type": "application/x-www-form-urlencoded"}  # the transports send accept: */*
     if auth.client_auth == "basic":
         # RFC 6749 2.3.1: each part form-encoded before the Basic encoding
         pair = f"{quote(auth.client_id, safe='')}:{quote(auth.client_secret, safe='')}"
