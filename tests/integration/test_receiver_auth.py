@@ -331,6 +331,19 @@ async def test_a_failing_token_server_fails_attempts_with_auth_error_and_nothing
     assert [bearer(d) for d in receiver.by_path("down")] == ["tok-1"]
 
 
+async def test_the_verification_handshake_and_a_ping_carry_the_token(
+    api: Api, receiver: Receiver, tokens: TokenServer
+) -> None:
+    receiver.behaviour = tokens.receiver_check
+    receiver.echo_challenge = True
+    created = await api.create_receiver(receiver.url("verified"), auth=tokens.auth(), verify=True)
+    assert created["verified"], created
+    assert [bearer(d) for d in receiver.challenges] == ["tok-1"]
+    status, pinged = await api.call("POST", f"/v1/receivers/{created['id']}/ping")
+    assert status == 200 and pinged["status"] == 200, pinged
+    assert bearer(receiver.by_path("verified")[-1]) == "tok-1" and len(tokens.requests) == 1
+
+
 async def test_a_token_url_is_checked_like_a_receiver_url(api: Api, tokens: TokenServer) -> None:
     for url, code in (("http://127.0.0.2:9/token", "forbidden_target"), ("ftp://127.0.0.1/t", "invalid")):
         status, body = await api.call("POST", "/v1/receivers", {"url": "http://127.0.0.1:9/x",
