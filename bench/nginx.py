@@ -93,11 +93,12 @@ class NginxReceiver:
     """
 
     def __init__(self, prefix: Path, port: int, origins: list[tuple[str, int]] | None = None,
-                 tls_chain: Path | None = None) -> None:
+                 tls_chain: Path | None = None, client_ca: Path | None = None) -> None:
         self.prefix = prefix
         self.port = port
         self.origins = origins or [("127.0.0.1", port)]
         self.tls_chain = tls_chain
+        self.client_ca = client_ca  # asks for a client certificate of this CA (optional: not required)
         self.log_path = prefix / "access.log"
         self._process: subprocess.Popen[bytes] | None = None
         self._read_at = 0
@@ -124,6 +125,8 @@ class NginxReceiver:
         listens = "".join(f"        listen {host}:{port} backlog=4096 reuseport{ssl};\n"
                           for host, port in self.origins)
         tls = TLS.format(chain=self.tls_chain) if self.tls_chain else ""
+        if self.tls_chain and self.client_ca:
+            tls += f"        ssl_client_certificate {self.client_ca};\n        ssl_verify_client optional;\n"
         conf.write_text(CONFIG.format(prefix=self.prefix, listens=listens, tls=tls))
         self._process = subprocess.Popen(
             [str(binary), "-p", str(self.prefix), "-c", str(conf)],

@@ -183,10 +183,33 @@ def _receiver_options(parser: argparse.ArgumentParser) -> None:
         "(pause, max-in-flight, rate, disable)")
     add("--heartbeat-interval", type=argtype.finite, metavar="SECONDS",
         help="seconds idle before a signed webhook.heartbeat carrying the last seq (1..86400; 0: none)")
+    _auth_options(parser)
     add("--set", action="append", type=argtype.field, dest="set_fields", metavar="FIELD=JSON",
         help='any body field, as JSON: --set \'retry={"max_attempts": 5}\'; repeat for more')
     add("--config", type=argtype.json_object, metavar="JSON|@FILE",
         help="a JSON object of body fields; --set and the options above win over it")
+
+
+def _auth_options(parser: argparse.ArgumentParser) -> None:
+    """`auth`: a client certificate (mutual TLS) or OAuth2 client credentials; key and secret write-only."""
+    add = parser.add_argument_group("receiver authentication (auth)").add_argument
+    add("--client-cert", type=argtype.pem_file, metavar="PEM_FILE",
+        help="mutual TLS: the client certificate (chain, leaf first) presented to the receiver")
+    add("--client-key", type=argtype.pem_file, metavar="PEM_FILE",
+        help="mutual TLS: the certificate's unencrypted private key (never shown again; an update "
+        "with --client-cert alone keeps it)")
+    add("--oauth2-token-url", metavar="URL", help="OAuth2 client credentials: the token endpoint")
+    add("--oauth2-client-id", metavar="ID")
+    add("--oauth2-client-secret", type=argtype.secret_text, metavar="SECRET|@FILE|-",
+        help="never shown again; an update without it keeps it")
+    add("--oauth2-scope", metavar="SCOPE")
+    add("--oauth2-audience", metavar="AUDIENCE")
+    add("--oauth2-client-auth", choices=("basic", "body"),
+        help="how the client id and secret go to the token endpoint (default basic)")
+    add("--no-auth", action="store_true", help="remove the receiver's auth")
+    add("--server-ca", type=argtype.pem_file, metavar="PEM_FILE",
+        help="the receiver's own CA: the only one its server certificate may chain to (tls.ca)")
+    add("--no-server-ca", action="store_true", help="trust the worker's CAs again for this receiver")
 
 
 # messages, events, dead letters ---------------------------------------------------

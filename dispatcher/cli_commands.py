@@ -43,7 +43,37 @@ def receiver_fields(args: argparse.Namespace) -> dict[str, Any]:
     fields.update({k: v for k, v in named.items() if v is not None})
     if args.content_filter is not None:
         fields["filter"] = args.content_filter.value  # null too: an update removes the filter
+    auth = auth_field(args)
+    if auth is not UNSET_AUTH:
+        fields["auth"] = auth
+    if args.server_ca is not None and args.no_server_ca:
+        raise UsageError("--server-ca and --no-server-ca exclude each other")
+    if args.server_ca is not None or args.no_server_ca:
+        fields["tls"] = {"ca": args.server_ca} if args.server_ca is not None else None
     return fields
+
+
+UNSET_AUTH = object()
+_OAUTH2_OPTIONS = {"token_url": "oauth2_token_url", "client_id": "oauth2_client_id",
+                   "client_secret": "oauth2_client_secret", "scope": "oauth2_scope",
+                   "audience": "oauth2_audience", "client_auth": "oauth2_client_auth"}
+
+
+def auth_field(args: argparse.Namespace) -> Any:
+    """The `auth` the auth options make: an object, None (`--no-auth`), or UNSET_AUTH (none given)."""
+    mtls = {"certificate": args.client_cert, "private_key": args.client_key}
+    oauth2 = {name: getattr(args, dest) for name, dest in _OAUTH2_OPTIONS.items()}
+    given_mtls = {k: v for k, v in mtls.items() if v is not None}
+    given_oauth2 = {k: v for k, v in oauth2.items() if v is not None}
+    if sum(map(bool, (given_mtls, given_oauth2, args.no_auth))) > 1:
+        raise UsageError("--no-auth, the --client-* options and the --oauth2-* options exclude each other")
+    if args.no_auth:
+        return None
+    if given_mtls:
+        return {"type": "mtls", **given_mtls}
+    if given_oauth2:
+        return {"type": "oauth2", **given_oauth2}
+    return UNSET_AUTH
 
 
 def receiver_view(answer: dict[str, Any]) -> dict[str, Any]:

@@ -147,3 +147,16 @@ def seconds(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
     return value
+
+
+def pem_file(text: str) -> str:
+    """`--client-cert` / `--client-key`: a PEM file (`@path` or path; `-`: stdin), its text."""
+    value = _read(text if text == "-" else "@" + text.removeprefix("@"))
+    if "-----BEGIN " not in value:
+        raise argparse.ArgumentTypeError(f"{text} holds no PEM block (-----BEGIN ...-----)")
+    return value
+
+
+def secret_text(text: str) -> str:
+    """`--oauth2-client-secret`: the value, `@path` (a file holding it) or `-` (stdin), one line."""
+    return (_read(text) if text == "-" or text.startswith("@") else text).strip()

@@ -210,11 +210,16 @@ class DispatcherClient:
         backlog_max_bytes: int | Unset = UNSET, backlog_overflow: Overflow | Unset = UNSET,
         concurrency: Concurrency | Unset = UNSET, delivery_control: DeliveryControl | Unset = UNSET,
         heartbeat_interval: float | Unset | None = UNSET, coalesce: bool | Unset = UNSET,
-        filter: dict[str, Any] | Unset | None = UNSET, **extra: Any,
+        filter: dict[str, Any] | Unset | None = UNSET, auth: dict[str, Any] | Unset | None = UNSET,
+        tls: dict[str, str] | Unset | None = UNSET, **extra: Any,
     ) -> dict[str, Any]:
         """Create (or, with an existing `id`, replace) a receiver: its view, with the new secret shown once.
 
         Fields left UNSET are not sent; `extra` passes fields this client does not name yet.
+        `auth`: `{"type": "mtls", "certificate", "private_key"}` or `{"type": "oauth2", "token_url",
+        "client_id", "client_secret", "scope"?, "audience"?, "client_auth"?}` (the key and the
+        secret are never shown again). `tls`: `{"ca": PEM}`, the only CA the receiver's certificate
+        may chain to.
         """
         fields = {
             "url": url, "id": id, "event_types": event_types, "tenant": tenant, "secret": secret,
@@ -224,6 +229,7 @@ class DispatcherClient:
             "backlog_max_bytes": backlog_max_bytes, "backlog_overflow": backlog_overflow,
             "concurrency": concurrency, "delivery_control": delivery_control,
             "heartbeat_interval": heartbeat_interval, "filter": filter, "coalesce": coalesce,
+            "auth": auth, "tls": tls,
         }
         return await self.request("POST", "/v1/receivers", {**_given(fields), **extra})
 
@@ -238,7 +244,8 @@ class DispatcherClient:
         backlog_max_bytes: int | Unset = UNSET, backlog_overflow: Overflow | Unset = UNSET,
         concurrency: Concurrency | Unset = UNSET, delivery_control: DeliveryControl | Unset = UNSET,
         heartbeat_interval: float | Unset | None = UNSET, coalesce: bool | Unset = UNSET,
-        filter: dict[str, Any] | Unset | None = UNSET, **extra: Any,
+        filter: dict[str, Any] | Unset | None = UNSET, auth: dict[str, Any] | Unset | None = UNSET,
+        tls: dict[str, str] | Unset | None = UNSET, **extra: Any,
     ) -> dict[str, Any]:
         """PATCH the named fields (None sends null: `tenant=None` clears it): the receiver's view.
 
@@ -252,6 +259,7 @@ class DispatcherClient:
             "backlog_max_bytes": backlog_max_bytes, "backlog_overflow": backlog_overflow,
             "concurrency": concurrency, "delivery_control": delivery_control,
             "heartbeat_interval": heartbeat_interval, "filter": filter, "coalesce": coalesce,
+            "auth": auth, "tls": tls,
         }
         return await self.request("PATCH", _receiver_path(receiver_id), {**_given(fields), **extra})
 

@@ -43,6 +43,7 @@ from .domain.webhook import (
     build_ping_headers,
 )
 from .metrics import Counts, outcome_label
+from .receiver_auth import AuthedRequests
 from .tracing import Tracing
 from .transport import DeliveryError, Transport, cancel_quietly
 
@@ -96,6 +97,7 @@ class Deliverer:
         may_post: Callable[[int], bool] = lambda partition: True,
     ) -> None:
         self._transport = transport
+        self._requests = AuthedRequests(transport, clock)  # with the receiver's mTLS or OAuth2 `auth`
         self.may_post = may_post  # is the partition still ours (the stall fence) as the POST starts?
         self._send_outcome = send_outcome
         self.pool = pool
@@ -217,7 +219,7 @@ class Deliverer:
         headers = challenge_headers(config, challenge, new_id("verify"), now)
         async with self._api_slots:
             try:
-                resp = await self._transport.request("GET", config.url, headers)
+                resp = await self._requests.send("GET", config, headers)
             except DeliveryError as exc:
                 result = judge(config, challenge, None, b"", str(exc), self._clock())
             else:
@@ -246,6 +248,7 @@ class Deliverer:
 
     async def close(self) -> None:
         await self.drop_partitions({job.partition for jobs in self._jobs.values() for job in jobs.values()})
+        await self._requests.close()
         await self._transport.close()
 
     async def _run(self, job: Job) -> None:
@@ -417,7 +420,7 @@ class Deliverer:
         prefix = b""
         resp_headers: dict[str, str] = {}
         try:
-            resp = await self._transport.post(config.url, headers, body)
+            resp = await self._requests.send("POST", config, headers, body)
             status, resp_headers, prefix = resp.status, resp.headers, resp.body_prefix
         except DeliveryError as exc:
             error = str(exc)

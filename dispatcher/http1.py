@@ -8,7 +8,10 @@ multipart), so this client keeps only what a hostile receiver requires:
 
 - every connection is dialled through the target guard (addresses resolved
   per new connection, each checked again when its socket is made);
-- TLS is always verified (the system's CAs, plus `ca_file`), with SNI;
+- TLS is always verified (the system's CAs, plus `ca_file`), with SNI; a
+  receiver with mutual TLS or its own CA gets a context that presents its
+  client certificate or trusts only its CA (`client_tls.py`), and connections
+  of its own;
 - the whole request has a deadline, the connect a shorter one. Waiting
   answers are checked against theirs every `DEADLINE_TICK` seconds by one
   timer of the transport's, not by a timer of each request's own (a
@@ -16,8 +19,8 @@ multipart), so this client keeps only what a hostile receiver requires:
   Python): an answer is given up at most a tick past its deadline;
 - a response head is capped (64 headers of at most 8,190 bytes), its body
   read to `response_cap` and then the connection dropped;
-- connections are kept alive per (scheme, host, port), reused most recent
-  first, and closed after 15 idle seconds. A request on a reused connection
+- connections are kept alive per (scheme, host, port, receiver TLS settings),
+  reused most recent first, and closed after 15 idle seconds. A request on a reused connection
   that the peer closes before answering a byte is sent once more on a new
   connection, at once: most often the peer had timed the idle connection out
   as the request went. Had it read the request, the copy is a duplicate under
@@ -36,6 +39,8 @@ import httptools
 from aiohttp.abc import ResolveResult
 from yarl import URL
 
+from .client_tls import ClientContexts, tls_identity
+from .domain.receiver_auth import MtlsAuth, ServerTls
 from .domain.untrusted import MAX_HEADER_VALUE
 from .target_guard import BlockedTarget, TargetGuard
 from .transport import (
@@ -45,6 +50,7 @@ from .transport import (
     MAX_RESPONSE_HEADERS,
     DeliveryError,
     Response,
+    client_context,
     decoded_body,
     tls_context,
 )
@@ -57,6 +63,7 @@ _KEPT = KEPT_RESPONSE_HEADERS | _READ_HEADERS
 # Bytes before the end of a response head: every header at its cap, plus the status line.
 _HEAD_LIMIT = (MAX_RESPONSE_HEADERS + 1) * (MAX_HEADER_LINE + 2)
 _URL_CACHE_MAX = 65_536
+PoolKey = tuple[bool, str, int, bytes]  # scheme is https, host, port, the receiver's TLS settings (b"": none)
 
 
 class _Target:
@@ -71,7 +78,7 @@ class _Target:
         self.tls = parsed.scheme == "https"
         self.host = parsed.raw_host  # IDNA-encoded
         self.port = parsed.port or (443 if self.tls else 80)
-        self.key = (self.tls, self.host, self.port)
+        self.key: PoolKey = (self.tls, self.host, self.port, b"")
         self.target = parsed.raw_path_qs or "/"
         self.host_header = parsed.host_port_subcomponent or self.host
 
@@ -87,7 +94,7 @@ class _Peer(Exception):
 class _Connection(asyncio.Protocol):
     """One keep-alive connection, one request at a time; llhttp parses the answers."""
 
-    def __init__(self, key: tuple[bool, str, int], cap: int) -> None:
+    def __init__(self, key: PoolKey, cap: int) -> None:
         self.key = key
         self.cap = cap
         self.transport: asyncio.Transport | None = None
@@ -257,9 +264,10 @@ class Http1Transport:
         self._connect_timeout = connect_timeout
         self._cap = response_cap
         self._ssl = tls_context(ca_file)
+        self._client_contexts = ClientContexts(lambda: tls_context(ca_file))
         self._slots = asyncio.Semaphore(limit)
         self._limit = limit
-        self._idle: dict[tuple[bool, str, int], list[_Connection]] = {}
+        self._idle: dict[PoolKey, list[_Connection]] = {}
         self._idle_count = 0
         self._targets: dict[str, _Target] = {}
         self._sweeper: asyncio.TimerHandle | None = None
@@ -268,15 +276,28 @@ class Http1Transport:
         self._ticker: asyncio.TimerHandle | None = None
         self._clock: Callable[[], float] | None = None  # the running loop's, once known
 
-    async def post(self, url: str, headers: dict[str, str], body: bytes) -> Response:
-        return await self.request("POST", url, headers, body)
+    async def post(
+        self, url: str, headers: dict[str, str], body: bytes, client_cert: MtlsAuth | None = None
+    ) -> Response:
+        return await self.request("POST", url, headers, body, client_cert)
 
-    async def request(self, method: str, url: str, headers: dict[str, str], body: bytes = b"") -> Response:
-        """One request, no redirects followed; raises DeliveryError when there is no response."""
+    async def request(
+        self, method: str, url: str, headers: dict[str, str], body: bytes = b"",
+        client_cert: MtlsAuth | None = None, server_ca: ServerTls | None = None,
+    ) -> Response:
+        """One request, no redirects followed; raises DeliveryError when there is no response.
+
+        `client_cert`: present this certificate in the TLS handshake (mutual TLS); `server_ca`:
+        the receiver's own CA, the only one its certificate may chain to."""
         target = self._target(url)
         head = self._head(method, target, headers, body)
+        key, context = target.key, self._ssl
+        if client_cert is not None or server_ca is not None:
+            context = client_context(self._client_contexts, client_cert, server_ca)
+            key = (target.tls, target.host, target.port, tls_identity(client_cert, server_ca))
         async with self._slots:
-            status, got, raw = await self._exchange(target, head, body, self._now() + self._timeout)
+            status, got, raw = await self._exchange(target, key, context, head, body,
+                                                    self._now() + self._timeout)
         kept = {k: v for k, v in got.items() if k in KEPT_RESPONSE_HEADERS}
         return Response(status, kept, decoded_body(raw, got, self._cap))
 
@@ -294,12 +315,13 @@ class Http1Transport:
     # one exchange ------------------------------------------------------------------
 
     async def _exchange(
-        self, target: _Target, head: bytes, body: bytes, deadline: float
+        self, target: _Target, key: PoolKey, context: ssl.SSLContext, head: bytes, body: bytes,
+        deadline: float,
     ) -> tuple[int, dict[str, str], bytes]:
         for attempt in range(2):  # the second, on a new connection, only after a reused one hung up
-            conn = self._take_idle(target.key) if attempt == 0 else None
+            conn = self._take_idle(key) if attempt == 0 else None
             if conn is None:
-                conn = await self._connect(target, deadline)
+                conn = await self._connect(target, key, context, deadline)
             try:
                 answer = conn.send(head, body)
                 self._watch(conn, deadline)
@@ -347,7 +369,7 @@ class Http1Transport:
         if self._sweeper is None:
             self._sweeper = asyncio.get_running_loop().call_later(IDLE_TIMEOUT, self._on_sweep)
 
-    def _take_idle(self, key: tuple[bool, str, int]) -> _Connection | None:
+    def _take_idle(self, key: PoolKey) -> _Connection | None:
         idle = self._idle.get(key)
         while idle:
             conn = idle.pop()  # the most recently used: least likely to have timed out at the peer
@@ -358,7 +380,9 @@ class Http1Transport:
             self._open.discard(conn)
         return None
 
-    async def _connect(self, target: _Target, deadline: float) -> _Connection:
+    async def _connect(
+        self, target: _Target, key: PoolKey, context: ssl.SSLContext, deadline: float
+    ) -> _Connection:
         loop = asyncio.get_running_loop()
         errors: list[str] = []
         timeout = min(self._connect_timeout, deadline - self._now())
@@ -372,10 +396,10 @@ class Http1Transport:
                     try:
                         sock.setblocking(False)
                         await loop.sock_connect(sock, addr_info[4])
-                        conn = _Connection(target.key, self._cap)
+                        conn = _Connection(key, self._cap)
                         await loop.create_connection(
                             lambda conn=conn: conn, sock=sock,  # type: ignore[misc]
-                            ssl=self._ssl if target.tls else None,
+                            ssl=context if target.tls else None,
                             server_hostname=target.host if target.tls else None,
                         )
                     except ssl.SSLError as exc:

@@ -32,7 +32,7 @@ ATTEMPT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
                    1800.0, 3600.0, 21600.0, 86400.0)
 CHANGELOG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-OUTCOMES = ("success", "retryable", "permanent", "gone", "timeout", "connect_error", "blocked")
+OUTCOMES = ("success", "retryable", "permanent", "gone", "timeout", "connect_error", "blocked", "auth_error")
 KINDS = ("message", "batch", "probe", "ping", "heartbeat")
 SOURCES = ("api", "kafka", "fanout")
 CHUNK = 5000  # lag entries surveyed between two yields to the event loop (about 2.5 ms)
@@ -104,6 +104,8 @@ def outcome_label(outcome: Outcome, retry: dict[str, Any] | None = None) -> str:
         error = outcome.error or ""
         if error.startswith("blocked"):
             return "blocked"
+        if error.startswith("auth_error"):  # no token from the receiver's OAuth2 token server
+            return "auth_error"
         return "timeout" if "timeout" in error else "connect_error"
     verdict = _classify(status_code, retry)
     if verdict is Verdict.GONE:

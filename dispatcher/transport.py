@@ -3,7 +3,9 @@
 A hostile receiver gets nothing from us but its request: no redirect is
 followed, no proxy or cookie is used, TLS is always verified, the body is read
 up to a cap and decompressed up to a cap, and every connection goes through
-the target guard.
+the target guard. A receiver with mutual TLS or its own CA gets its own TLS
+context (`client_tls.py`); aiohttp keys its pool by the context, so such a
+connection serves those settings only.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Protocol
 
 import aiohttp
 
+from .client_tls import ClientContexts
+from .domain.receiver_auth import MtlsAuth, ServerTls
 from .domain.untrusted import MAX_HEADER_VALUE, clean_text
 from .target_guard import BlockedTarget, TargetGuard
 
@@ -55,10 +59,15 @@ class DeliveryError(Exception):
 
 
 class Transport(Protocol):
-    async def post(self, url: str, headers: dict[str, str], body: bytes) -> Response: ...
+    """`client_cert` (mutual TLS) and `server_ca` are passed only for a receiver that has them."""
+
+    async def post(
+        self, url: str, headers: dict[str, str], body: bytes, client_cert: MtlsAuth | None = None
+    ) -> Response: ...
 
     async def request(
-        self, method: str, url: str, headers: dict[str, str], body: bytes = b""
+        self, method: str, url: str, headers: dict[str, str], body: bytes = b"",
+        client_cert: MtlsAuth | None = None, server_ca: ServerTls | None = None,
     ) -> Response: ...
 
     async def close(self) -> None: ...
@@ -86,6 +95,7 @@ class AiohttpTransport:
         self._cap = response_cap
         self._limit = limit
         self._ssl = tls_context(ca_file)
+        self._client_contexts = ClientContexts(lambda: tls_context(ca_file))
         self._session: aiohttp.ClientSession | None = None
 
     def _open(self) -> aiohttp.ClientSession:
@@ -110,17 +120,25 @@ class AiohttpTransport:
             max_headers=MAX_RESPONSE_HEADERS,
         )
 
-    async def post(self, url: str, headers: dict[str, str], body: bytes) -> Response:
-        return await self.request("POST", url, headers, body)
+    async def post(
+        self, url: str, headers: dict[str, str], body: bytes, client_cert: MtlsAuth | None = None
+    ) -> Response:
+        return await self.request("POST", url, headers, body, client_cert)
 
-    async def request(self, method: str, url: str, headers: dict[str, str], body: bytes = b"") -> Response:
+    async def request(
+        self, method: str, url: str, headers: dict[str, str], body: bytes = b"",
+        client_cert: MtlsAuth | None = None, server_ca: ServerTls | None = None,
+    ) -> Response:
         """One request, no redirects followed; raises DeliveryError when there is no response."""
         if self._session is None:
             self._session = self._open()
         data = body if method != "GET" else None
+        context = self._ssl
+        if client_cert is not None or server_ca is not None:
+            context = client_context(self._client_contexts, client_cert, server_ca)
         try:
             async with self._session.request(
-                method, url, data=data, headers=headers, allow_redirects=False
+                method, url, data=data, headers=headers, allow_redirects=False, ssl=context
             ) as resp:
                 closed = _close_watch(resp)
                 raw = await _read_capped(resp, self._cap)
@@ -142,6 +160,16 @@ class AiohttpTransport:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def client_context(
+    contexts: ClientContexts, client_cert: MtlsAuth | None, server_ca: ServerTls | None
+) -> ssl.SSLContext:
+    """The context of a receiver's own TLS settings; DeliveryError if they will not load."""
+    try:
+        return contexts.get(client_cert, server_ca)
+    except (ssl.SSLError, OSError) as exc:  # checked at the API, so only a store from another version
+        raise DeliveryError(f"the receiver's TLS settings will not load: {type(exc).__name__}") from None
 
 
 def tls_context(ca_file: Path | None) -> ssl.SSLContext:

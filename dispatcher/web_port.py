@@ -159,8 +159,8 @@ class DispatcherPort:
 
     # requests to a receiver's endpoint -----------------------------------------------------------
 
-    async def check_url(self, url: str) -> None:
-        await self._dispatcher.guard.check_url(url)
+    async def check_url(self, url: str, field: str = "url") -> None:
+        await self._dispatcher.guard.check_url(url, field)
 
     async def verify(self, config: ReceiverConfig) -> Verification:
         return await self._dispatcher.deliverer.verify(config)

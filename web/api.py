@@ -15,6 +15,7 @@ from dispatcher.domain.actor import ReceiverState, refuses_new
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.events import encode_event, parse_event_spec
 from dispatcher.domain.ids import check_id, new_id
+from dispatcher.domain.receiver_auth import OAuth2Auth
 from dispatcher.domain.receiver_spec import parse_receiver_spec, patched_body, public_view, secret_view
 from dispatcher.domain.records import (
     Message,
@@ -92,6 +93,8 @@ async def apply_spec(
         body, rid, now, settings.require_https, generate, current, settings.verify_endpoints
     )
     await engine.check_url(config.url)
+    if isinstance(config.auth, OAuth2Auth):  # token requests pass the same guard as deliveries
+        await engine.check_url(config.auth.token_url, "auth.token_url")
     if config.verify and not config.verified:
         config = replace(config, verification=await engine.verify(config))
     await store_config(engine, config, create=current is None)

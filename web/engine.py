@@ -177,8 +177,8 @@ class Engine(Protocol):
 
     # requests to a receiver's endpoint -----------------------------------------------------------
 
-    async def check_url(self, url: str) -> None:
-        """Raise InvalidInput (field `url`) if the target guard refuses the URL."""
+    async def check_url(self, url: str, field: str = "url") -> None:
+        """Raise InvalidInput (naming `field`) if the target guard refuses the URL."""
         ...
 
     async def verify(self, config: ReceiverConfig) -> Verification:

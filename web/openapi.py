@@ -115,6 +115,22 @@ RECEIVER_FIELDS: dict[str, Any] = {
         "conditions, 12 levels, patterns of 512 characters; errors name the path (`filter.payload.amount."
         "$gte`). null or {}: every message. A PATCH without `filter` keeps it; `null` removes it.",
     },
+    "auth": {
+        "anyOf": [ref("MtlsAuth"), ref("OAuth2Auth"), {"type": "null"}],
+        "description": "How the dispatcher proves itself to the receiver: a TLS client certificate "
+        "(`mtls`, https URLs only) or an OAuth2 client-credentials token sent as `Authorization: Bearer` "
+        "(`oauth2`; not with `authorization`). The private key and the client secret are write-only: "
+        "never shown again; a body that leaves one out keeps the current one (same type; a client secret "
+        "only while `token_url` stays on the same host). A PATCH "
+        "without `auth` keeps it; `null` removes it. Errors name the field (`auth.private_key`).",
+    },
+    "tls": {
+        "anyOf": [{"type": "object", "required": ["ca"], "additionalProperties": False,
+                   "properties": {"ca": {**STR, "maxLength": 65536}}}, {"type": "null"}],
+        "description": "`{\"ca\": PEM}` (https URLs only): the CA certificates the receiver's server "
+        "certificate must chain to, instead of the system's and DISPATCHER_CA_FILE's, for this receiver "
+        "alone (host names are still checked). A PATCH without `tls` keeps it; `null` removes it.",
+    },
     "heartbeat_interval": {
         "anyOf": [
             {"type": "null"}, {"const": 0}, {**NUM, "minimum": MIN_HEARTBEAT, "maximum": MAX_HEARTBEAT},
@@ -135,6 +151,54 @@ SCHEMAS: dict[str, Any] = {
                 "required": ["code", "field", "message"],
                 "properties": {"code": STR, "field": STR, "message": STR},
             }
+        },
+    },
+    "MtlsAuth": {
+        "type": "object",
+        "required": ["type", "certificate"],
+        "additionalProperties": False,
+        "properties": {
+            "type": {"const": "mtls"},
+            "certificate": {**STR, "maxLength": 65536,
+                            "description": "PEM: the client certificate, then any intermediates; not "
+                            "expired"},
+            "private_key": {**STR, "maxLength": 65536, "writeOnly": True,
+                            "description": "PEM, unencrypted, matching the certificate; required unless the "
+                            "receiver already has one"},
+        },
+    },
+    "OAuth2Auth": {
+        "type": "object",
+        "required": ["type", "token_url", "client_id"],
+        "additionalProperties": False,
+        "properties": {
+            "type": {"const": "oauth2"},
+            "token_url": {**STR, "maxLength": 2048, "description": "https (unless DISPATCHER_REQUIRE_HTTPS "
+                          "is off); passes the same target guard as receiver URLs"},
+            "client_id": {**STR, "maxLength": 256},
+            "client_secret": {**STR, "maxLength": 1024, "writeOnly": True,
+                              "description": "required unless the receiver already has one"},
+            "scope": {**STR, "maxLength": 1024},
+            "audience": {**STR, "maxLength": 1024},
+            "client_auth": {"enum": ["basic", "body"], "description": "`basic` (default): HTTP Basic "
+                            "(client_secret_basic); `body`: client_id and client_secret in the form"},
+        },
+    },
+    "AuthView": {
+        "type": "object",
+        "description": "A receiver's `auth` as shown: `private_key` and `client_secret` read \"set\"; "
+        "a certificate shows subject, issuer, fingerprint_sha256, serial_number, not_before, not_after.",
+        "required": ["type"],
+        "properties": {
+            "type": {"enum": ["mtls", "oauth2"]},
+            "certificate": OBJ,
+            "private_key": {"const": "set"},
+            "token_url": STR,
+            "client_id": STR,
+            "client_secret": {"const": "set"},
+            "scope": STR,
+            "audience": STR,
+            "client_auth": STR,
         },
     },
     "ReceiverCreate": {
@@ -159,6 +223,9 @@ SCHEMAS: dict[str, Any] = {
             "event_types": {"type": "array", "items": STR},
             "tenant": nullable(STR),
             "filter": nullable(OBJ),
+            "auth": nullable(ref("AuthView")),
+            "tls": nullable({"type": "object", "properties": {
+                "ca": STR, "ca_certificates": {"type": "array", "items": OBJ}}}),
             "signing": STR,
             "verified": BOOL,
             "secret": STR,

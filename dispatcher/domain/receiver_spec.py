@@ -1,7 +1,8 @@
 """A receiver as the API sees it: the create/replace body, secret rotation, and the public view.
 
-Secrets (signing secrets and the `authorization` value) go in but never come
-out, except the new secret in the answer to a create or a rotation.
+Secrets (signing secrets, the `authorization` value, and `auth`'s private key
+or client secret) go in but never come out, except the new signing secret in
+the answer to a create or a rotation.
 """
 
 from __future__ import annotations
@@ -9,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from .actor.inputs import WORKER_DEFAULTED, Policy
 from .delivery_options import OPTION_FIELDS, parse_delivery_options
 from .errors import InvalidInput
 from .filters import check_filter
 from .headers import check_header_value, check_headers
+from .receiver_auth import MtlsAuth, OAuth2Auth, auth_view, parse_auth, parse_tls, tls_view
 from .records import ReceiverConfig, check_url, reject_unknown
 from .retry import RetryPolicy
 from .signing import SecretError, check_secret, is_asymmetric, public_key_of
@@ -23,7 +26,7 @@ from .subscriptions import check_tenant, parse_patterns
 SIGNING_KINDS = ("hmac-sha256", "ed25519")
 RECEIVER_FIELDS = {
     "id", "url", "event_types", "tenant", "secret", "signing", "headers", "retry", "authorization",
-    "verify", "filter", *OPTION_FIELDS,
+    "verify", "filter", "auth", "tls", *OPTION_FIELDS,
 }
 MAX_GRACE = 7 * 86400.0
 MAX_PREVIOUS_SECRETS = 5
@@ -66,10 +69,31 @@ def parse_receiver_spec(
         authorization=authorization, verify=verify, options=options, tenant=tenant,
         filter=check_filter(body.get("filter"), "filter"),
     )
+    config = _with_auth(config, body, current, now, require_https)
     config = _with_secret(config, body, make_secret, current)
     if current is not None and current.verification is not None and current.verification.url == url:
         config = replace(config, verification=current.verification)
     return config
+
+
+def _with_auth(
+    config: ReceiverConfig, body: dict[str, Any], current: ReceiverConfig | None, now: float,
+    require_https: bool,
+) -> ReceiverConfig:
+    """The body's `auth` and `tls` (absent: the current ones, like the signing secret; null: none)."""
+    tls = parse_tls(body["tls"]) if "tls" in body else (current.tls if current else None)
+    auth = current.auth if current is not None else None
+    if "auth" in body:
+        auth = parse_auth(body["auth"], auth, now, require_https)
+    if isinstance(auth, OAuth2Auth) and config.authorization:
+        raise InvalidInput("authorization", "cannot be set with OAuth2 auth: the token is the Authorization "
+                           'header (set "authorization": "" to drop it)')
+    if urlsplit(config.url).scheme != "https":
+        if isinstance(auth, MtlsAuth):
+            raise InvalidInput("auth", "mtls needs an https url: a client certificate is presented in TLS")
+        if tls is not None:
+            raise InvalidInput("tls", "needs an https url")
+    return replace(config, auth=auth, tls=tls)
 
 
 def _retry_overrides(retry: Any) -> dict[str, Any] | None:
@@ -174,6 +198,8 @@ def public_view(config: ReceiverConfig, now: float, policy: Policy) -> dict[str,
     view = config.as_dict()
     for key in ("secret", "previous_secrets", "authorization"):
         view.pop(key)
+    view["auth"] = auth_view(config.auth)  # the stored form holds the key or the client secret
+    view["tls"] = tls_view(config.tls)
     view.update(policy.effective_options(config).as_dict())
     view["retry"] = policy.retry_for(config).as_dict()
     view["worker_defaults"] = worker_defaults(config)

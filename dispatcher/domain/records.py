@@ -35,6 +35,7 @@ from .filters import document as filter_document
 from .headers import check_headers
 from .ids import check_id
 from .ordering_keys import check_ordering_key
+from .receiver_auth import ReceiverAuth, ServerTls, auth_from_dict, tls_from_dict
 from .untrusted import producer_time
 
 __all__ = [  # the checks are re-exported: callers import them from here
@@ -104,6 +105,8 @@ class ReceiverConfig:
     options: DeliveryOptions = field(default_factory=DeliveryOptions)
     tenant: str | None = None  # set: the receiver gets only this tenant's events
     filter: dict[str, Any] | None = None  # a content filter (filters.py), validated; None: every message
+    auth: ReceiverAuth | None = field(default=None, repr=False)  # mTLS or OAuth2 (receiver_auth.py); secret
+    tls: ServerTls | None = None  # the CA the receiver's server certificate must chain to (receiver_auth.py)
     # as_dict's JSON, made once: the state that holds the config is written twice per delivery
     _json: orjson.Fragment | None = field(default=None, init=False, repr=False, compare=False)
     _filter: Filter | None = field(default=None, init=False, repr=False, compare=False)  # compiled once
@@ -151,6 +154,8 @@ class ReceiverConfig:
             "verification": asdict(self.verification) if self.verification else None,
             "tenant": self.tenant,
             "filter": self.filter,
+            **({"auth": self.auth.as_dict()} if self.auth is not None else {}),
+            **({"tls": self.tls.as_dict()} if self.tls is not None else {}),
             **self.options.as_dict(),
         }
 
@@ -172,6 +177,8 @@ class ReceiverConfig:
             options=DeliveryOptions.from_dict(data),  # takes only its own fields
             tenant=data.get("tenant"),
             filter=data.get("filter"),
+            auth=auth_from_dict(data.get("auth")),
+            tls=tls_from_dict(data.get("tls")),
         )
 
 

@@ -46,6 +46,7 @@ def outcome(status: int | None, error: str | None = None) -> Outcome:
     (None, "connect timeout (example.com:443)", None, "timeout"),
     (None, "cannot connect to example.com:443: refused", None, "connect_error"),
     (None, "blocked: 10.0.0.1 is private", None, "blocked"),
+    (None, "auth_error: token request failed: timeout", None, "auth_error"),
 ])
 def test_outcome_labels_follow_the_receivers_retry_settings(
     status: int | None, error: str | None, retry: dict[str, list[int]] | None, label: str
