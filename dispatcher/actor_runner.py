@@ -197,7 +197,8 @@ class ActorRunner:
                 if superseded_by:  # before its entry goes: status and catch-up read `superseded`
                     self.store.mark_superseded(receiver_id, seq, superseded_by)
                     self.deliverer.counts.superseded += 1
-                self.store.settle(receiver_id, seq, self.clock() if self.policy.retain else 0.0)
+                settled_at = self.clock() if self.policy.retain else 0.0
+                self.store.settle(receiver_id, seq, settled_at, superseded_by)
             case actor.PutLatest(key, seq):
                 self.store.put_latest(receiver_id, key, seq)
             case actor.DropLatest(key, seq):

@@ -198,7 +198,11 @@ class ActorStore:
             self._put(receiver_id, dedup, orjson.dumps({**entry, "by": by}))
 
     def superseded_by(self, receiver_id: str, seq: int) -> int:
-        """The seq that superseded message `seq` (coalescing), or 0, while its dedup entry is kept."""
+        """The seq that superseded message `seq` (coalescing), or 0: from its retained mark while it is
+        kept for catch-up, else from its dedup entry while that is kept."""
+        mark = self._get(receiver_id, keys.numbered_key(keys.RETAINED, receiver_id, seq))
+        if mark is not None and mark.startswith(b"["):
+            return int(orjson.loads(mark)[1])
         msg_id = self._get(receiver_id, keys.numbered_key(keys.DEDUP_ORDER, receiver_id, seq))
         raw = self._get(receiver_id, keys.dedup_key(receiver_id, msg_id.decode())) if msg_id else None
         entry = orjson.loads(raw) if raw is not None else None
@@ -215,16 +219,18 @@ class ActorStore:
         raw = self._get(receiver_id, key)
         return (0, None) if raw is None else (len(raw), orjson.loads(raw))
 
-    def settle(self, receiver_id: str, seq: int, settled_at: float = 0.0) -> None:
-        """A message got its 2xx or was dead-lettered: it leaves the backlog.
+    def settle(self, receiver_id: str, seq: int, settled_at: float = 0.0, superseded_by: int = 0) -> None:
+        """A message got its 2xx, was dead-lettered or superseded: it leaves the backlog.
 
         With `settled_at` its entry stays where it is, readable for catch-up,
         and a small mark (`r:`, the settle time) says it is settled: one short
-        record instead of a copy of the message and a delete.
+        record instead of a copy of the message and a delete. A superseded
+        message's mark is `[settle time, the seq that superseded it]`.
         """
         if settled_at:
             mark = keys.numbered_key(keys.RETAINED, receiver_id, seq)
-            self._put(receiver_id, mark, orjson.dumps(settled_at))
+            value = [settled_at, superseded_by] if superseded_by else settled_at
+            self._put(receiver_id, mark, orjson.dumps(value))
         else:
             self._delete(receiver_id, keys.backlog_key(receiver_id, seq))
 
@@ -447,10 +453,13 @@ class ActorStore:
 
 
 def _retained(raw: bytes) -> tuple[float, dict[str, Any] | None]:
-    """A retained mark's settle time; an older version's copy (an object) also carries its message."""
+    """A retained mark's settle time; an older version's copy (an object) also carries its message;
+    a superseded message's mark is a list (its settle time first)."""
     value = orjson.loads(raw)
     if isinstance(value, dict):
         return float(value["settled_at"]), value["entry"]
+    if isinstance(value, list):
+        return float(value[0]), None
     return float(value), None
 
 

@@ -19,11 +19,11 @@ NO_KEY = 0  # a message without a key is ordered with no other (as with ordering
 
 
 def check_ordering_key(value: object, field_name: str) -> str:
-    """A key from outside: "" when absent (None), else 1..128 printable characters."""
-    if value is None:
+    """A key from outside: "" when absent (None or ""), else 1..128 printable characters."""
+    if value is None or value == "":
         return ""
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_KEY_LEN:
-        raise InvalidInput(field_name, f"must be a string of 1..{MAX_KEY_LEN} characters")
+        raise InvalidInput(field_name, f"must be a string of at most {MAX_KEY_LEN} characters")
     if not value.isprintable():
         raise InvalidInput(field_name, "must not contain control or other unprintable characters")
     return value

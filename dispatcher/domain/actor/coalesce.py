@@ -27,6 +27,10 @@ def note_newest(step: Step, key: str, seq: int) -> list[int]:
         return []
     step.writes.append(PutLatest(key, seq))
     step.latest[key] = seq
+    if (step.in_flight and not step.sending) or not _will_go(step, seq):
+        # One job out whose seqs the window cannot name (the ordered head or its batch, carried
+        # over from strict): none is known to wait. And a message already past max_age goes nowhere.
+        return []
     number = key_hash(key)
     return [slot.seq for slot in step.draft.window
             if slot.key == number and slot.seq not in step.sending and step.key_of(slot.seq) == key]
@@ -36,4 +40,11 @@ def newer_of(step: Step, seq: int, key: str) -> int:
     """The seq that supersedes message `seq` (of `key`) as the window reaches it, or 0."""
     if not key or not coalescing(step.draft.config.options):
         return 0
-    return step.newer_of_key(seq, key)
+    newer = step.newer_of_key(seq, key)
+    return newer if newer and _will_go(step, newer) else 0
+
+
+def _will_go(step: Step, seq: int) -> bool:
+    """Message `seq` is stored and not past max_age: it may go instead of an older one."""
+    accepted = step.accepted_at(seq)
+    return accepted is not None and step.now < max(accepted, step.draft.active_since) + step.retry.max_age

@@ -25,7 +25,7 @@ from .ordered import head_result
 from .probes import probe_result
 from .state import ReceiverState
 from .step import Step
-from .unordered import window_result
+from .unordered import key_window, window_result
 
 
 def decide(
@@ -66,6 +66,8 @@ def _configure(
     step.actions.append(Subscribe())
     if config.verified and not state.config.verified:
         step.draft.active_since = facts.now  # held messages age from activation, as after resume
+    if config.options.keyed and not state.config.options.keyed:
+        key_window(step)  # what started unordered keeps its key's order from now on
     advance(step)
     return step.finish()
 

@@ -162,7 +162,14 @@ _plain_slot = plain(Slot)
 
 
 def _plain_window(window: tuple[Slot, ...]) -> list[dict[str, Any]]:
-    return [_plain_slot(slot) for slot in window]
+    return [_plain_slot(slot) if slot.key else _keyless(slot) for slot in window]
+
+
+def _keyless(slot: Slot) -> dict[str, Any]:
+    """A slot without an ordering key, as written before keys: shorter, and read by that version."""
+    plain = _plain_slot(slot)
+    del plain["key"]
+    return plain
 
 
 _plain_state = plain(ReceiverState, {

@@ -74,7 +74,8 @@ class Step:
     def newer_of_key(self, seq: int, key: str) -> int:
         """A seq newer than `seq` stored under its ordering `key` (coalescing), or 0."""
         newest = self.latest.get(key) or self.facts.backlog.latest(seq)
-        return newest if newest > seq else 0
+        # Not yet counted by the state (a crash between the index's write and the state's): none.
+        return newest if seq < newest < self.draft.next_seq else 0
 
     def restart(self, fresh: ReceiverState) -> None:
         """Carry on from `fresh` instead of the draft so far (it is saved)."""

@@ -51,6 +51,14 @@ def windowed(step: Step) -> bool:
     return bool(draft.cursor)
 
 
+def key_window(step: Step) -> None:
+    """A receiver turned key-ordered: the window's slots take their messages' keys."""
+    window = step.draft.window
+    keyed = tuple(slot if slot.key else evolve(slot, key=key_hash(step.key_of(slot.seq))) for slot in window)
+    if keyed != window:
+        step.draft.window = keyed
+
+
 def advance_window(step: Step) -> None:
     """Dead-letter expired slots, retry the due ones, then start new messages while there is room."""
     draft = step.draft
