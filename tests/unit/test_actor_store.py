@@ -328,3 +328,14 @@ def test_a_superseded_message_reads_so_while_its_id_is_remembered(store: ActorSt
     assert store.superseded_by("r1", 6) == 0
     store.sweep_dedup("r1", 0, now=200.0)
     assert store.superseded_by("r1", 5) == 0
+
+
+def test_a_superseded_message_kept_for_catch_up_reads_so_past_the_dedup_window(store: ActorStore) -> None:
+    _put_keyed(store, 1, "a")
+    store.remember_id("r1", "m1", 1, expires_at=100.0)
+    store.settle("r1", 1, settled_at=50.0, superseded_by=2)
+    store.sweep_dedup("r1", 0, now=200.0)  # the id is forgotten; the message is still kept
+    assert store.superseded_by("r1", 1) == 2
+    assert [(entry["seq"], at) for entry, at in store.messages_after("r1", 0, 0, 10)] == [(1, 50.0)]
+    assert store.sweep_retained("r1", 0, now=1000.0, retain=100.0) == 0.0
+    assert store.superseded_by("r1", 1) == 0 and store.messages_after("r1", 0, 0, 10) == []
