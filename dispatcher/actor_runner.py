@@ -189,6 +189,8 @@ class ActorRunner:
                 self.store.remember_id(receiver_id, msg_id, seq, expires_at)
             case actor.RememberFiltered(msg_id, expires_at):
                 self.store.remember_filtered(receiver_id, msg_id, expires_at)
+            case actor.MarkCancelled(msg_id, seq):
+                self.store.mark_cancelled(receiver_id, msg_id, seq)
             case actor.SaveState():
                 assert state is not None
                 self.store.save(state)

@@ -31,6 +31,7 @@ from .domain.ids import new_id
 from .domain.lanes import Lane
 from .domain.records import Outcome, ReceiverConfig, Verification
 from .domain.slots import SlotPool
+from .domain.transform import CANCELLED, FAILED, TransformError
 from .domain.verification import challenge_headers, judge, new_challenge
 from .domain.webhook import (
     batch_id,
@@ -41,6 +42,8 @@ from .domain.webhook import (
     build_heartbeat,
     build_ping,
     build_ping_headers,
+    build_transformed,
+    transform_entry,
 )
 from .metrics import Counts, outcome_label
 from .tracing import Tracing
@@ -283,8 +286,9 @@ class Deliverer:
             outcome = await self._traced_post(job, entries, batching)
         else:
             outcome = await self._post(job, entries, batching)
-        _log_outcome(job, outcome)
-        self._count(job, outcome, entries, "batch" if batching else "message")
+        if not outcome.transform:  # a transform's cancel or failure made no attempt: counted as a transform
+            _log_outcome(job, outcome)
+            self._count(job, outcome, entries, "batch" if batching else "message")
         return outcome
 
     def _count(self, job: Job, outcome: Outcome, entries: list[dict[str, Any]], kind: str) -> None:
@@ -387,6 +391,8 @@ class Deliverer:
         self, job: Job, entries: list[dict[str, Any]], batching: bool, extra: dict[str, str] | None = None
     ) -> Outcome:
         first = entries[0]
+        if job.config.transform is not None and not batching:  # a receiver that batches has none
+            return await self._post_transformed(job, first, extra)
         last = entries[-1]["seq"] if batching else 0
         msg_id = batch_id(job.receiver_id, first["seq"], last) if batching else first["id"]
         try:
@@ -407,9 +413,43 @@ class Deliverer:
             job.token, job.config, headers, body, first["seq"], msg_id, job.attempt, last
         )
 
+    async def _post_transformed(
+        self, job: Job, entry: dict[str, Any], extra: dict[str, str] | None
+    ) -> Outcome:
+        """The message as the receiver's transform shapes it: posted, or settled without a POST.
+
+        A failure is the template's (or its result's), the same at every attempt: the
+        actor dead-letters the message as `transform_error` at once.
+        """
+        now = self._clock()
+        try:
+            shaped = transform_entry(job.config, entry, now)
+            request = None if shaped.cancel else build_transformed(job.config, entry, shaped, now)
+        except TransformError as exc:
+            self.counts.transform(FAILED)
+            log.warning("transform failed msg_id=%s receiver_id=%s seq=%s: %s: %s",
+                        entry["id"], job.receiver_id, entry["seq"], exc.field, exc.message)
+            return self._unposted(job, entry, FAILED, f"{exc.field}: {exc.message}")
+        if request is None:
+            self.counts.transform(CANCELLED)
+            log.info("cancelled by the transform msg_id=%s receiver_id=%s seq=%s",
+                     entry["id"], job.receiver_id, entry["seq"])
+            return self._unposted(job, entry, CANCELLED, "cancelled by the receiver's transform")
+        self.counts.transform("ok")
+        url, body, headers = request
+        if extra:
+            headers = {**headers, **extra}
+        return await self._timed_post(
+            job.token, job.config, headers, body, entry["seq"], entry["id"], job.attempt, url=url
+        )
+
+    def _unposted(self, job: Job, entry: dict[str, Any], transform: str, error: str) -> Outcome:
+        return Outcome(entry["seq"], entry["id"], job.token, False, None, error, 0.0, self._clock(),
+                       attempt=job.attempt, transform=transform)
+
     async def _timed_post(
         self, token: str, config: ReceiverConfig, headers: dict[str, str], body: bytes, seq: int, msg_id: str,
-        attempt: int = 0, last: int = 0,
+        attempt: int = 0, last: int = 0, url: str = "",
     ) -> Outcome:
         timer = time.perf_counter()  # the latency from a clock that never steps (the wall clock may)
         status: int | None = None
@@ -417,7 +457,7 @@ class Deliverer:
         prefix = b""
         resp_headers: dict[str, str] = {}
         try:
-            resp = await self._transport.post(config.url, headers, body)
+            resp = await self._transport.post(url or config.url, headers, body)
             status, resp_headers, prefix = resp.status, resp.headers, resp.body_prefix
         except DeliveryError as exc:
             error = str(exc)

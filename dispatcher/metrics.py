@@ -71,6 +71,7 @@ class Counts:
     dead_letters: dict[str, int] = field(default_factory=dict)  # reason -> messages
     window_changes: dict[str, int] = field(default_factory=dict)  # why an adaptive window moved -> times
     controls: dict[str, int] = field(default_factory=dict)  # webhook-delivery-control answers: obey/ignore
+    transforms: dict[str, int] = field(default_factory=dict)  # receivers' transforms: ok, cancelled, error
     attempt_seconds: Histogram = field(default_factory=lambda: Histogram(ATTEMPT_BUCKETS))
     latency_seconds: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
     changelog_seconds: Histogram = field(default_factory=lambda: Histogram(CHANGELOG_BUCKETS))
@@ -91,6 +92,9 @@ class Counts:
 
     def control(self, mode: str) -> None:
         self.controls[mode] = self.controls.get(mode, 0) + 1
+
+    def transform(self, outcome: str) -> None:
+        self.transforms[outcome] = self.transforms.get(outcome, 0) + 1
 
 
 def outcome_label(outcome: Outcome, retry: dict[str, Any] | None = None) -> str:

@@ -253,6 +253,8 @@ async def message_view(engine: Engine, receiver_id: str, message_id: str) -> dic
     if letter is not None:
         reason = {k: letter[k] for k in ("reason", "detail", "at")}
         return {**body, "status": "dead_lettered", **reason}
+    if engine.message_cancelled(rid, msg_id):
+        return {**body, "status": "cancelled"}  # by the receiver's transform: settled, never posted
     return {**body, "status": "delivered"}
 
 

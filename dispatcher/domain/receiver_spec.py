@@ -19,11 +19,12 @@ from .records import ReceiverConfig, check_url, reject_unknown
 from .retry import RetryPolicy
 from .signing import SecretError, check_secret, is_asymmetric, public_key_of
 from .subscriptions import check_tenant, parse_patterns
+from .transform import check_transform
 
 SIGNING_KINDS = ("hmac-sha256", "ed25519")
 RECEIVER_FIELDS = {
     "id", "url", "event_types", "tenant", "secret", "signing", "headers", "retry", "authorization",
-    "verify", "filter", *OPTION_FIELDS,
+    "verify", "filter", "transform", *OPTION_FIELDS,
 }
 MAX_GRACE = 7 * 86400.0
 MAX_PREVIOUS_SECRETS = 5
@@ -65,11 +66,20 @@ def parse_receiver_spec(
         receiver_id, url, "", types, headers, current.created_at if current else now, retry,
         authorization=authorization, verify=verify, options=options, tenant=tenant,
         filter=check_filter(body.get("filter"), "filter"),
+        transform=_transform(body.get("transform"), options.batching),
     )
     config = _with_secret(config, body, make_secret, current)
     if current is not None and current.verification is not None and current.verification.url == url:
         config = replace(config, verification=current.verification)
     return config
+
+
+def _transform(value: object, batching: bool) -> dict[str, Any] | None:
+    """A batch is one body for many messages: a per-message transform does not fit it."""
+    template = check_transform(value, "transform")
+    if template is not None and batching:
+        raise InvalidInput("transform", 'cannot be used with batching ("batch_max" above 1)')
+    return template
 
 
 def _retry_overrides(retry: Any) -> dict[str, Any] | None:
@@ -97,6 +107,7 @@ def patched_body(current: ReceiverConfig, patch: object) -> dict[str, Any]:
         "authorization": current.authorization,
         "verify": current.verify,
         "filter": current.filter,
+        "transform": current.transform,
         **current.options.as_dict(),
     }
     if "ordering" in patch and "max_in_flight" not in patch:

@@ -102,6 +102,7 @@ class ReceiverConfig:
     options: DeliveryOptions = field(default_factory=DeliveryOptions)
     tenant: str | None = None  # set: the receiver gets only this tenant's events
     filter: dict[str, Any] | None = None  # a content filter (filters.py), validated; None: every message
+    transform: dict[str, Any] | None = None  # a json-e template (transform.py), validated; None: as sent
     # as_dict's JSON, made once: the state that holds the config is written twice per delivery
     _json: orjson.Fragment | None = field(default=None, init=False, repr=False, compare=False)
     _filter: Filter | None = field(default=None, init=False, repr=False, compare=False)  # compiled once
@@ -149,6 +150,7 @@ class ReceiverConfig:
             "verification": asdict(self.verification) if self.verification else None,
             "tenant": self.tenant,
             "filter": self.filter,
+            "transform": self.transform,
             **self.options.as_dict(),
         }
 
@@ -170,6 +172,7 @@ class ReceiverConfig:
             options=DeliveryOptions.from_dict(data),  # takes only its own fields
             tenant=data.get("tenant"),
             filter=data.get("filter"),
+            transform=data.get("transform"),
         )
 
 
@@ -192,6 +195,7 @@ class Outcome:
     manual: bool = False  # a ping asked for through the API
     last: int = 0  # the last seq a batch carried (0: `seq` alone)
     heartbeat: bool = False  # a webhook.heartbeat (seq 0; `attempt` is its number)
+    transform: str = ""  # the receiver's transform "cancelled" the message, or failed ("error"): no POST
 
 
 @dataclass(slots=True, frozen=True)

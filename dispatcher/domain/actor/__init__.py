@@ -36,6 +36,7 @@ from .effects import (
     RECEIVER_DELETED,
     STATE_RESET,
     TOO_LARGE,
+    TRANSFORM_ERROR,
     UNKNOWN_RECEIVER,
     DeadLetter,
     DeadLetterHead,
@@ -47,6 +48,7 @@ from .effects import (
     Heartbeat,
     Ignored,
     LogAttempt,
+    MarkCancelled,
     MovedLane,
     Probe,
     PutBacklog,
@@ -77,3 +79,4 @@ __all__ = [
     "TrimDeadLetters", "Unsubscribe", "Wake", "decide", "expires_at", "heartbeat_due", "next_wake",
     "refuses_new", "slot_expires_at", "status",
 ]
+__all__ += ["TRANSFORM_ERROR", "MarkCancelled"]

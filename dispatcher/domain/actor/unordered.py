@@ -14,8 +14,9 @@ from ..breaker import Circuit
 from ..delivery_options import ADAPTIVE
 from ..evolve import evolve
 from ..records import Outcome
+from ..transform import CANCELLED
 from ..window import Slot, find, floor, replaced, without
-from .effects import MAX_AGE, MISSING_ENTRY, DeadLetterHead, Deliver, Ignored
+from .effects import MAX_AGE, MISSING_ENTRY, TRANSFORM_ERROR, DeadLetterHead, Deliver, Ignored, MarkCancelled
 from .probes import send_probe
 from .step import Step
 from .verdict import Next, rule
@@ -118,6 +119,9 @@ def window_result(step: Step, outcome: Outcome) -> None:
     if slot is None or outcome.attempt != slot.attempts + 1:
         step.actions.append(Ignored("stale outcome", outcome.msg_id, outcome.seq))
         return
+    if outcome.transform:
+        _transformed_slot(step, outcome, slot)
+        return
     ruling = rule(outcome, slot.attempts, step.retry, step.now, step.facts.rand)
     _adapt(step, outcome, slot)
     ok = ruling.next is Next.SETTLE
@@ -137,6 +141,18 @@ def window_result(step: Step, outcome: Outcome) -> None:
         retried = Slot(slot.seq, slot.accepted_at, ruling.attempt, ruling.retry_at, slot.cuts)
         draft.window = replaced(draft.window, retried)
     step.maybe_disable()
+
+
+def _transformed_slot(step: Step, outcome: Outcome, slot: Slot) -> None:
+    """Cancelled or failed by the transform (no POST: the breaker and the window learn nothing)."""
+    attempt = slot.attempts + 1
+    step.log_attempt(outcome, attempt, "message")
+    if outcome.transform == CANCELLED:
+        step.writes.append(MarkCancelled(outcome.msg_id, slot.seq))
+        settle_seq(step, slot.seq)
+    else:
+        detail = outcome.error or "the transform failed"
+        dead_letter_seq(step, slot.seq, TRANSFORM_ERROR, detail, attempt, None, outcome.error)
 
 
 def _adapt(step: Step, outcome: Outcome, slot: Slot) -> None:

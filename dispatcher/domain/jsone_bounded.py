@@ -1,0 +1,414 @@
+"""json-e with a work budget: a template's evaluation ends within bounded steps and memory.
+
+json-e always terminates, but not soon: a `$reduce` that doubles a string or
+an array each step, `[acc, acc]` (a shared structure whose JSON doubles at
+no cost, until something serialises it), nested `$map` (n^k), `range(0,
+1e9)` or `9 ** (9 ** 9)` can each stall a worker's event loop or exhaust its
+memory. A static check cannot tell those from useful templates (the payload
+decides the sizes), so the evaluation carries a budget:
+
+- steps: every template node rendered and every expression node interpreted
+  costs one; every loop of json-e's operators renders or interprets once per
+  turn, so the steps bound the time;
+- sizes: each value a step builds (a string, an array, an object, a number)
+  is measured as its JSON would be, shared parts counted each time they
+  occur (memoised by identity, so measuring costs what building cost); no
+  value past `max_value` characters or `MAX_VALUE_DEPTH` levels, nor an
+  integer past `MAX_INT_BITS`, is ever kept, and `+`, `*`, `**` and the
+  `range`/`join` builtins are refused before they would build one;
+- the characters built, all told, are bounded by `max_built`.
+
+The hooks go into a private copy of json-e's `render` module (loaded from the
+installed file), so the process's own `jsone` is untouched. The names relied
+on are checked against the installed version by
+tests/unit/test_transform.py (json-e is pinned in pyproject.toml).
+Everything raised inside is turned into `TemplateFailed` by `render`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from functools import lru_cache
+from typing import Any
+
+import jsone
+import jsone.builtins
+import jsone.interpreter
+import jsone.parser
+import jsone.shared
+
+MAX_STEPS = 20_000
+MAX_VALUE = 256 * 1024  # characters of JSON a value built along the way may have
+MAX_BUILT = 4 * 1024 * 1024  # characters of strings and entries of containers built, all told
+MAX_VALUE_DEPTH = 100
+MAX_INT_BITS = 64  # JSON numbers as JavaScript and orjson see them; bigger is refused, not rounded
+MAX_RANGE = 10_000
+BUDGET_KEY = "$budget"  # a context key no expression can name (identifiers have no `$`)
+
+
+class TemplateFailed(Exception):
+    """The template failed (json-e's error, a budget spent, or a value out of bounds); the text says why."""
+
+
+class LimitExceeded(jsone.shared.TemplateError):  # type: ignore[misc]
+    """Raised inside json-e (its error type, so the template location gets added on the way out)."""
+
+
+def _load_render() -> Any:
+    """A private instance of `jsone.render`: its globals can be replaced without touching `jsone`'s."""
+    origin = importlib.util.find_spec("jsone.render")
+    assert origin is not None and origin.origin is not None and origin.loader is not None
+    spec = importlib.util.spec_from_file_location("jsone._bounded_render", origin.origin)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_render = _load_render()
+_Interpreter: Any = jsone.interpreter.Interpreter
+_AST_BINOP: Any = jsone.parser.BinOp
+_ASTNODE: Any = jsone.parser.Primitive
+_TOKENIZER: Any = _render.tokenizer
+_ORIGINAL_RENDER_VALUE = _render.renderValue
+_DELETE = jsone.shared.DeleteMarker
+
+
+class Budget:
+    """Steps and characters left for one evaluation, and the sizes of values seen so far."""
+
+    __slots__ = ("built", "max_value", "seen", "steps")
+
+    def __init__(self, steps: int = MAX_STEPS, built: int = MAX_BUILT, max_value: int = MAX_VALUE) -> None:
+        self.steps = steps
+        self.built = built
+        self.max_value = max_value
+        self.seen: dict[int, tuple[Any, int, int]] = {}  # id -> (value kept alive, size, depth)
+
+    def step(self) -> None:
+        self.steps -= 1
+        if self.steps < 0:
+            raise LimitExceeded("the template takes more than its budget of steps")
+
+    def charge(self, chars: int) -> None:
+        self.built -= chars
+        if self.built < 0:
+            raise LimitExceeded("the template builds more than its budget of characters")
+
+    def check(self, value: Any) -> Any:
+        """`value`, once it is within bounds (measured once per object)."""
+        size, _ = self._measure(value)
+        if size > self.max_value:
+            raise LimitExceeded(f"a value would be larger than {self.max_value} characters of JSON")
+        return value
+
+    def _measure(self, value: Any) -> tuple[int, int]:
+        """(JSON-ish size, depth); a new container's entries and a new long string are charged."""
+        if isinstance(value, bool) or value is None:
+            return 5, 0
+        if isinstance(value, int):
+            if value.bit_length() > MAX_INT_BITS:
+                raise LimitExceeded(f"a number would be larger than {MAX_INT_BITS} bits")
+            return 8, 0
+        if isinstance(value, str) and len(value) < 64:
+            return len(value) + 2, 0
+        if not isinstance(value, (str, list, dict)):
+            return 8, 0  # a float, a builtin function, json-e's delete marker
+        known = self.seen.get(id(value))
+        if known is not None:
+            return known[1], known[2]
+        size, depth = self._measure_new(value)
+        self.seen[id(value)] = (value, size, depth)
+        return size, depth
+
+    def _measure_new(self, value: str | list[Any] | dict[str, Any]) -> tuple[int, int]:
+        if isinstance(value, str):
+            self.charge(len(value))
+            return len(value) + 2, 0
+        self.charge(len(value) + 1)
+        size, depth = 2, 0
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            inner, inner_depth = self._measure(item)
+            size += inner + (len(key) + 4 if isinstance(key, str) else 1)
+            depth = max(depth, inner_depth)
+            if size > self.max_value:
+                raise LimitExceeded(f"a value would be larger than {self.max_value} characters of JSON")
+        if depth + 1 > MAX_VALUE_DEPTH:
+            raise LimitExceeded(f"a value would be nested deeper than {MAX_VALUE_DEPTH} levels")
+        return size, depth + 1
+
+
+def _budget(context: dict[str, Any]) -> Budget:
+    budget = context[BUDGET_KEY]
+    assert isinstance(budget, Budget)
+    return budget
+
+
+class _Value(_ASTNODE):  # type: ignore[misc]
+    """An operand already evaluated (so json-e's own operator code runs on it, once)."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__(None)
+        self.value = value
+
+
+_GROWING = ("+", "*", "**")
+_ALLOCATING = ("List", "Object", "FunctionCall")
+
+
+class BoundedInterpreter(_Interpreter):  # type: ignore[misc]
+    """json-e's interpreter with a step per node, and sizes checked where a node builds a value."""
+
+    def visit(self, node: Any) -> Any:
+        budget = _budget(self.context)
+        budget.step()
+        value = super().visit(node)
+        if type(node).__name__ in _ALLOCATING:
+            budget.check(value)
+        return value
+
+    def visit__Value(self, node: _Value) -> Any:
+        return node.value
+
+    def visit_BinOp(self, node: Any) -> Any:
+        kind = node.token.kind
+        if kind not in _GROWING:
+            return super().visit_BinOp(node)
+        left, right = self.visit(node.left), self.visit(node.right)
+        _refuse_growth(kind, left, right, _budget(self.context))
+        value = super().visit_BinOp(_AST_BINOP(node.token, _Value(left), _Value(right)))
+        return _budget(self.context).check(value)
+
+
+def _refuse_growth(kind: str, left: Any, right: Any, budget: Budget) -> None:
+    """Refuse `+`, `*` or `**` before it builds a string or an integer out of bounds."""
+    strings = isinstance(left, str) and isinstance(right, str)
+    if kind == "+" and strings and len(left) + len(right) > budget.max_value:
+        raise LimitExceeded(f"a string would be longer than {budget.max_value} characters")
+    if not (_is_int(left) and _is_int(right)):
+        return
+    if kind == "*" and left.bit_length() + right.bit_length() > MAX_INT_BITS + 1:
+        raise LimitExceeded(f"a number would be larger than {MAX_INT_BITS} bits")
+    # json-e computes `a ** b` as b ** a
+    if kind == "**" and abs(right) > 1 and left > 0 and left * right.bit_length() > MAX_INT_BITS + 1:
+        raise LimitExceeded(f"a number would be larger than {MAX_INT_BITS} bits")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@lru_cache(maxsize=4096)
+def _parse(source: str) -> Any:
+    """An expression's syntax tree, parsed once per distinct expression (templates repeat them)."""
+    parser = jsone.parser.Parser(source, _TOKENIZER)
+    tree = parser.parse()
+    if parser.current_token is not None:
+        raise _render.SyntaxError.unexpected(parser.current_token)
+    return tree
+
+
+@lru_cache(maxsize=4096)
+def _parse_interpolation(source: str) -> tuple[Any, int]:
+    """The tree of the expression at the start of `source` (after a `${`), and where its `}` is."""
+    parser = jsone.parser.Parser(source, _TOKENIZER)
+    tree = parser.parse()
+    if not parser.current_token:
+        raise _render.SyntaxError("unterminated ${..} expression")
+    if parser.current_token.kind != "}":
+        raise _render.SyntaxError.unexpected(parser.current_token)
+    return tree, parser.current_token.start
+
+
+def _evaluate(source: str, context: dict[str, Any]) -> Any:
+    return BoundedInterpreter(context).interpret(_parse(source))
+
+
+_INTERPOLATION_RE = re.compile(r"\$?\${")
+
+
+def _interpolate(string: str, context: dict[str, Any]) -> str:
+    """json-e's `interpolate`, counting what it builds before it builds it."""
+    budget = _budget(context)
+    match = _INTERPOLATION_RE.search(string)
+    if not match:
+        return string
+    parts: list[str] = []
+    length = 0
+    while match:
+        parts.append(string[: match.start()])
+        if match.group() == "$${":
+            parts.append("${")
+            string = string[match.end():]
+        else:
+            string = string[match.end():]
+            tree, offset = _parse_interpolation(string)
+            value = BoundedInterpreter(context).interpret(tree)
+            if isinstance(value, (list, dict)):
+                why = f"interpolation of '{string[:offset]}' produced an array or object"
+                raise _render.TemplateError(why)
+            parts.append("" if value is None else jsone.shared.to_str(value))
+            string = string[offset + 1:]
+        length += len(parts[-1]) + len(parts[-2])
+        budget.charge(len(parts[-1]))
+        if length > budget.max_value:
+            raise LimitExceeded(f"a string would be longer than {budget.max_value} characters")
+        match = _INTERPOLATION_RE.search(string)
+    parts.append(string)
+    return "".join(parts)
+
+
+def _render_value(template: Any, context: dict[str, Any]) -> Any:
+    """json-e's `renderValue` with a step, and the size of what a container template built checked."""
+    budget = _budget(context)
+    budget.step()
+    value = _ORIGINAL_RENDER_VALUE(template, context)
+    if isinstance(template, (dict, list)):
+        budget.check(value)
+    return value
+
+
+def _bounded_range(context: dict[str, Any], *args: Any) -> list[int]:
+    if not 2 <= len(args) <= 3 or not all(_is_int(a) for a in args) or (len(args) == 3 and args[2] == 0):
+        raise jsone.builtins.BuiltinError("invalid arguments to builtin: range")
+    numbers = range(*args)
+    if len(numbers) > MAX_RANGE:
+        raise LimitExceeded(f"range() of more than {MAX_RANGE} numbers")
+    _budget(context).charge(len(numbers))
+    return list(numbers)
+
+
+def _bounded_join(context: dict[str, Any], *args: Any) -> str:
+    if len(args) != 2 or not isinstance(args[0], list) or not isinstance(args[1], (str, int, float)):
+        raise jsone.builtins.BuiltinError("invalid arguments to builtin: join")
+    items, separator = args
+    total = sum(len(str(item)) for item in items) + len(str(separator)) * len(items)
+    if total > _budget(context).max_value:
+        raise LimitExceeded(f"join() would build more than {_budget(context).max_value} characters")
+    _budget(context).charge(total)
+    return str(separator).join(str(item) for item in items)
+
+
+_bounded_range._jsone_builtin = True  # type: ignore[attr-defined]
+_bounded_join._jsone_builtin = True  # type: ignore[attr-defined]
+
+_render.Interpreter = BoundedInterpreter
+_render.parse = _evaluate
+_render.interpolate = _interpolate
+_render.renderValue = _render_value
+
+BUILTINS: dict[str, Any] = {**jsone.builtins.build(), "range": _bounded_range, "join": _bounded_join}
+
+
+def render(template: Any, context: dict[str, Any], budget: Budget | None = None) -> Any:
+    """Render `template` over `context` (json-e's builtins added) within `budget`.
+
+    Returns json-e's result (None when the template deletes itself); raises
+    `TemplateFailed` with a one-line reason, whatever went wrong inside.
+    """
+    budget = budget if budget is not None else Budget()
+    full = {**BUILTINS, **context, BUDGET_KEY: budget}
+    try:
+        value = _render_value(template, full)
+        if _render.containsFunctions(value):
+            raise _render.TemplateError("evaluated template contained uncalled functions")
+    except jsone.shared.JSONTemplateError as exc:
+        raise TemplateFailed(str(exc)[:500]) from None
+    except RecursionError:
+        raise TemplateFailed("the template nests too deeply") from None
+    except MemoryError:
+        raise TemplateFailed("the template needs too much memory") from None
+    except Exception as exc:  # noqa: BLE001 - a builtin's own error (math domain, overflow): the template's fault
+        raise TemplateFailed(f"{type(exc).__name__}: {str(exc)[:300]}") from None
+    return None if value is _DELETE else value
+
+
+def syntax_errors(template: Any, path: str) -> list[tuple[str, str]]:
+    """(path, error) for each expression of `template` that does not parse, or nests too deeply."""
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[Any, str]] = [(template, path)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, str):
+            _check_interpolations(node, where, found)
+        elif isinstance(node, list):
+            stack += [(item, f"{where}[{i}]") for i, item in enumerate(node)]
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                _check_key(node, key, value, f"{where}.{key}", found)
+                stack.append((value, f"{where}.{key}"))
+    return found
+
+
+_EXPRESSION_OPERATORS = ("$eval", "$if")
+
+
+def _check_key(node: dict[str, Any], key: str, value: Any, where: str, found: list[tuple[str, str]]) -> None:
+    """Expressions a key holds: `$eval`/`$if` values, `each(..)` of `$find`, `by(..)`, conditions."""
+    expressions: list[str] = []
+    holds_one = key in _EXPRESSION_OPERATORS or (key.startswith("by(") and "$sort" in node) or (
+        key.startswith("each(") and "$find" in node
+    )
+    if holds_one and isinstance(value, str):
+        expressions.append(value)
+    elif key in ("$match", "$switch") and isinstance(value, dict):
+        expressions += [condition for condition in value if condition != "$default"]
+    else:
+        _check_interpolations(key, where, found)
+    for source in expressions:
+        error = _syntax_error(lambda s=source: _parse(s))
+        if error:
+            found.append((where, error))
+
+
+def _check_interpolations(text: str, where: str, found: list[tuple[str, str]]) -> None:
+    match = _INTERPOLATION_RE.search(text)
+    while match:
+        rest = text[match.end():]
+        if match.group() == "$${":
+            text = rest
+        else:
+            error = _syntax_error(lambda r=rest: _parse_interpolation(r))
+            if error:
+                found.append((where, error))
+                return
+            text = rest[_parse_interpolation(rest)[1] + 1:]
+        match = _INTERPOLATION_RE.search(text)
+
+
+def _syntax_error(parse: Any) -> str:
+    try:
+        tree = parse()
+    except jsone.shared.JSONTemplateError as exc:
+        return str(exc)[:300]
+    except RecursionError:
+        return "the expression nests too deeply"
+    root = tree[0] if isinstance(tree, tuple) else tree
+    if _ast_depth(root) > MAX_EXPRESSION_DEPTH:
+        return f"the expression nests deeper than {MAX_EXPRESSION_DEPTH} levels"
+    return ""
+
+
+MAX_EXPRESSION_DEPTH = 64
+
+
+def _ast_depth(root: Any) -> int:
+    """How deep an expression's tree goes (interpreting it recurses that deep)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if node is None or not hasattr(node, "token"):
+            continue
+        deepest = max(deepest, depth)
+        children = [getattr(node, name, None) for name in ("left", "right", "expr", "arr", "name")]
+        children += list(getattr(node, "args", None) or ()) + list(getattr(node, "list", None) or ())
+        obj = getattr(node, "obj", None)
+        children += list(obj.values()) if isinstance(obj, dict) else []
+        stack += [(child, depth + 1) for child in children if child is not None]
+    return deepest
+
+
+__all__ = ["BUILTINS", "MAX_STEPS", "MAX_VALUE", "Budget", "TemplateFailed", "render", "syntax_errors"]
