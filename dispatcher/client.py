@@ -57,6 +57,7 @@ OPERATIONS: dict[str, str] = {
     "recoverDeadLetters": "recover",
     "rotateReceiverSecret": "rotate_secret",
     "verifyReceiver": "verify",
+    "testReceiverTransform": "transform_test",
     "pauseReceiver": "pause",
     "resumeReceiver": "resume",
     "enableReceiver": "enable",
@@ -209,7 +210,8 @@ class DispatcherClient:
         backlog_max_bytes: int | Unset = UNSET, backlog_overflow: Overflow | Unset = UNSET,
         concurrency: Concurrency | Unset = UNSET, delivery_control: DeliveryControl | Unset = UNSET,
         heartbeat_interval: float | Unset | None = UNSET,
-        filter: dict[str, Any] | Unset | None = UNSET, **extra: Any,
+        filter: dict[str, Any] | Unset | None = UNSET, transform: dict[str, Any] | Unset | None = UNSET,
+        **extra: Any,
     ) -> dict[str, Any]:
         """Create (or, with an existing `id`, replace) a receiver: its view, with the new secret shown once.
 
@@ -222,7 +224,7 @@ class DispatcherClient:
             "batch_max": batch_max, "batch_max_bytes": batch_max_bytes, "backlog_max": backlog_max,
             "backlog_max_bytes": backlog_max_bytes, "backlog_overflow": backlog_overflow,
             "concurrency": concurrency, "delivery_control": delivery_control,
-            "heartbeat_interval": heartbeat_interval, "filter": filter,
+            "heartbeat_interval": heartbeat_interval, "filter": filter, "transform": transform,
         }
         return await self.request("POST", "/v1/receivers", {**_given(fields), **extra})
 
@@ -237,7 +239,8 @@ class DispatcherClient:
         backlog_max_bytes: int | Unset = UNSET, backlog_overflow: Overflow | Unset = UNSET,
         concurrency: Concurrency | Unset = UNSET, delivery_control: DeliveryControl | Unset = UNSET,
         heartbeat_interval: float | Unset | None = UNSET,
-        filter: dict[str, Any] | Unset | None = UNSET, **extra: Any,
+        filter: dict[str, Any] | Unset | None = UNSET, transform: dict[str, Any] | Unset | None = UNSET,
+        **extra: Any,
     ) -> dict[str, Any]:
         """PATCH the named fields (None sends null: `tenant=None` clears it): the receiver's view.
 
@@ -250,7 +253,7 @@ class DispatcherClient:
             "batch_max": batch_max, "batch_max_bytes": batch_max_bytes, "backlog_max": backlog_max,
             "backlog_max_bytes": backlog_max_bytes, "backlog_overflow": backlog_overflow,
             "concurrency": concurrency, "delivery_control": delivery_control,
-            "heartbeat_interval": heartbeat_interval, "filter": filter,
+            "heartbeat_interval": heartbeat_interval, "filter": filter, "transform": transform,
         }
         return await self.request("PATCH", _receiver_path(receiver_id), {**_given(fields), **extra})
 
@@ -327,6 +330,19 @@ class DispatcherClient:
         A receiver whose `verify` is false answers 409 `verification_off`.
         """
         return await self.request("POST", _receiver_path(receiver_id, "/verify"))
+
+    async def transform_test(
+        self, receiver_id: str, payload: Any, *, event_type: str | None = None,
+        headers: dict[str, str] | None = None, transform: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Run the receiver's transform (or `transform`, not saved) on a sample; nothing is sent.
+
+        The answer: `cancel`, `body` (what would be POSTed), `headers` (the transform's), `path`
+        and `url`. A failing template answers 422 `transform_error`, its field naming the part.
+        """
+        body = {"payload": payload,
+                **_present({"event_type": event_type, "headers": headers, "transform": transform})}
+        return await self.request("POST", _receiver_path(receiver_id, "/transform/test"), body)
 
     async def ping(self, receiver_id: str) -> dict[str, Any]:
         """Send a `webhook.ping` now: `ok`, `status`, `error`, `latency_ms`, `headers`, `body_prefix`."""
