@@ -312,7 +312,7 @@ def render(template: Any, context: dict[str, Any], budget: Budget | None = None)
     full = {**BUILTINS, **context, BUDGET_KEY: budget}
     try:
         value = _render_value(template, full)
-        if _render.containsFunctions(value):
+        if value is not _DELETE and _render.containsFunctions(value):
             raise _render.TemplateError("evaluated template contained uncalled functions")
     except jsone.shared.JSONTemplateError as exc:
         raise TemplateFailed(str(exc)[:500]) from None

@@ -154,14 +154,14 @@ def check_path(value: object) -> str:
     if not _PATH_RE.fullmatch(value):
         raise TransformError(where, "may hold only URL path and query characters (percent-encode the rest)")
     path = value.split("?", 1)[0]
+    if ":" in path.split("/", 1)[0] and not path.startswith("/"):
+        raise TransformError(where, "must not start with a scheme")
     lowered = path.lower()
     if "//" in path or "%2f" in lowered or "%5c" in lowered or "%00" in lowered:
         raise TransformError(where, "must not hold an empty segment or an encoded slash, backslash or NUL")
     segments = [s.lower().replace("%2e", ".") for s in path.split("/")]
     if "." in segments or ".." in segments:
         raise TransformError(where, "must not hold a `.` or `..` segment")
-    if ":" in path.split("/", 1)[0] and not path.startswith("/"):
-        raise TransformError(where, "must not start with a scheme")
     return value
 
 
