@@ -16,7 +16,11 @@ decides the sizes), so the evaluation carries a budget:
   value past `max_value` characters or `MAX_VALUE_DEPTH` levels, nor an
   integer past `MAX_INT_BITS`, is ever kept, and `+`, `*`, `**` and the
   `range`/`join` builtins are refused before they would build one;
-- the characters built, all told, are bounded by `max_built`.
+- the work that is not a step, all told, is bounded by `max_built` units:
+  an entry of a new array or object is one, sixteen characters of a new
+  string are one, and `in`, `==` and `!=` are charged what they compare
+  before they compare it (a membership test over a long array inside a
+  loop over it would otherwise be n^2 in a few steps).
 
 The hooks go into a private copy of json-e's `render` module (loaded from the
 installed file), so the process's own `jsone` is untouched. The names relied
@@ -40,7 +44,7 @@ import jsone.shared
 
 MAX_STEPS = 20_000
 MAX_VALUE = 256 * 1024  # characters of JSON a value built along the way may have
-MAX_BUILT = 4 * 1024 * 1024  # characters of strings and entries of containers built, all told
+MAX_BUILT = 200_000  # units of work besides steps (see above): about as long as MAX_STEPS take
 MAX_VALUE_DEPTH = 100
 MAX_INT_BITS = 64  # JSON numbers as JavaScript and orjson see them; bigger is refused, not rounded
 MAX_RANGE = 10_000
@@ -94,7 +98,10 @@ class Budget:
     def charge(self, chars: int) -> None:
         self.built -= chars
         if self.built < 0:
-            raise LimitExceeded("the template builds more than its budget of characters")
+            raise LimitExceeded("the template does more work than its budget allows")
+
+    def size(self, value: Any) -> int:
+        return self._measure(value)[0]
 
     def check(self, value: Any) -> Any:
         """`value`, once it is within bounds (measured once per object)."""
@@ -124,7 +131,7 @@ class Budget:
 
     def _measure_new(self, value: str | list[Any] | dict[str, Any]) -> tuple[int, int]:
         if isinstance(value, str):
-            self.charge(len(value))
+            self.charge(len(value) // 16 + 1)
             return len(value) + 2, 0
         self.charge(len(value) + 1)
         size, depth = 2, 0
@@ -155,7 +162,8 @@ class _Value(_ASTNODE):  # type: ignore[misc]
 
 
 _GROWING = ("+", "*", "**")
-_ALLOCATING = ("List", "Object", "FunctionCall")
+_COMPARING = ("in", "==", "!=")
+_ALLOCATING = ("List", "Object", "FunctionCall", "ValueAccess")
 
 
 class BoundedInterpreter(_Interpreter):  # type: ignore[misc]
@@ -174,12 +182,27 @@ class BoundedInterpreter(_Interpreter):  # type: ignore[misc]
 
     def visit_BinOp(self, node: Any) -> Any:
         kind = node.token.kind
-        if kind not in _GROWING:
+        if kind not in _GROWING and kind not in _COMPARING:
             return super().visit_BinOp(node)
         left, right = self.visit(node.left), self.visit(node.right)
-        _refuse_growth(kind, left, right, _budget(self.context))
+        budget = _budget(self.context)
+        if kind in _COMPARING:
+            _charge_comparison(kind, left, right, budget)
+        else:
+            _refuse_growth(kind, left, right, budget)
         value = super().visit_BinOp(_AST_BINOP(node.token, _Value(left), _Value(right)))
-        return _budget(self.context).check(value)
+        return budget.check(value)
+
+
+def _charge_comparison(kind: str, left: Any, right: Any, budget: Budget) -> None:
+    """`in` and `==`/`!=` cost what they look through: charged before they look."""
+    if kind == "in":
+        if isinstance(right, list):
+            budget.charge(len(right) + 1)
+        elif isinstance(right, str):
+            budget.charge(len(right) // 16 + 1)
+    elif isinstance(left, (list, dict, str)) and isinstance(right, (list, dict, str)):
+        budget.charge(min(budget.size(left), budget.size(right)) // 16 + 1)
 
 
 def _refuse_growth(kind: str, left: Any, right: Any, budget: Budget) -> None:

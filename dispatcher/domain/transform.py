@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
+from yarl import URL
 
-from .addresses import parse_target
 from .errors import InvalidInput
 from .field_checks import MAX_URL_LEN, check_depth
 from .headers import check_headers
@@ -183,12 +184,23 @@ def join_url(url: str, suffix: str) -> str:
 
 
 def _same_target(url: str, final: str) -> None:
-    """Two parsers agree the URL built goes where the receiver's goes (the SSRF guard checks it too)."""
+    """Two parsers (ours and aiohttp's) agree the URL built goes where the receiver's goes.
+
+    The SSRF guard checks every connection as well; this keeps a path from even naming another host.
+    """
     before, after = urlsplit(url), urlsplit(final)
     same = (before.scheme, before.netloc) == (after.scheme, after.netloc)
     try:
-        same = same and parse_target(url) == parse_target(final)
-    except InvalidInput:
+        dialled = URL(final)
+        same = same and _dialled(url) == (dialled.scheme, dialled.raw_host, dialled.port)
+    except ValueError:
         same = False
     if not same:
         raise TransformError("transform.path", "would change the receiver's host")
+
+
+@lru_cache(maxsize=4096)
+def _dialled(url: str) -> tuple[str, str | None, int | None]:
+    """The scheme, host and port aiohttp dials for a receiver's URL (parsed once per URL)."""
+    parsed = URL(url)
+    return parsed.scheme, parsed.raw_host, parsed.port

@@ -1,4 +1,4 @@
-"""Receivers' transforms on a real worker and broker: shaped and signed, cancelled, dead-lettered, replayed."""
+"""Receivers' transforms on a real worker and broker: shaped, signed, cancelled, dead-lettered, replayed."""
 
 from __future__ import annotations
 
