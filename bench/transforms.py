@@ -39,7 +39,8 @@ TEMPLATES: dict[str, dict[str, Any] | None] = {
     "path": {"path": "/orders/${payload.id}?currency=${payload.currency}"},
     "reshape": {"body": {
         "order": {"$eval": "payload.id"}, "total": {"$eval": "payload.amount / 100"},
-        "lines": {"$map": {"$eval": "payload.items"}, "each(x)": {"sku": "${x.sku}", "n": {"$eval": "x.qty"}}},
+        "lines": {"$map": {"$eval": "payload.items"},
+                  "each(x)": {"sku": "${x.sku}", "n": {"$eval": "x.qty"}}},
     }},
     "cancel": {"$if": "payload.amount > 100", "then": {"cancel": True}, "else": {}},
     "map 1000": {"body": {"$map": {"$eval": "payload.items"}, "each(x)": {"$eval": "x.sku"}}},
@@ -51,6 +52,8 @@ HOSTILE: dict[str, dict[str, Any]] = {
                                        "each(a, x)": {"$eval": "a + a"}}},
     "size: shared tree": {"body": {"$json": {"$reduce": {"$eval": "range(0, 200)"}, "initial": [1],
                                              "each(a, x)": {"$eval": "[a, a]"}}}},
+    "membership n^2": {"body": {"$let": {"big": {"$eval": "range(0, 10000)"}}, "in": {
+        "$map": {"$eval": "big"}, "each(x)": {"$eval": "x in big"}}}},
     "sort 10k x many": {"body": {"$map": {"$eval": "range(0, 10000)"},
                                  "each(x)": {"$sort": {"$eval": "range(0, 10000)"}}}},
 }

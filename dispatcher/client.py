@@ -366,7 +366,7 @@ class DispatcherClient:
         """Catch-up, in seq order: `{"events": [...], "next_after_seq", "retained_seconds"}`.
 
         Each event has the delivered body's fields (`seq`, `id`, `type`, `timestamp`, `data`), its
-        `status` (pending, delivered, dead_lettered) and `settled_at`; `next_after_seq` is None on
+        `status` (pending, delivered, dead_lettered, cancelled) and `settled_at`; `next_after_seq` is None on
         the last page. Settled messages are kept `retained_seconds`.
         """
         path = _receiver_path(receiver_id, "/events")

@@ -105,9 +105,10 @@ RECEIVER_FIELDS: dict[str, Any] = {
         "(appended to the URL's path, its query to the URL's query; never a scheme, host, `//`, `..` or "
         "backslash: the host never changes) or `cancel: true` (settled without a POST; the message "
         "reads `cancelled`). "
-        "Evaluation is bounded (20,000 steps, values of 256 KiB, a body of 256 KiB of JSON); a failure "
+        "Evaluation is bounded (10,000 steps, values of 256 KiB, a body of 256 KiB of JSON); a failure "
         "dead-letters the message as `transform_error`, kept for a replay once the template is fixed. At "
-        "most 16 KiB of JSON and 32 levels; expressions must parse (errors name the path). Not with "
+        "most 16 KiB of JSON and 32 levels, expressions of 1,024 characters that parse (errors name the "
+        "path). Not with "
         "`batch_max` above 1. A PATCH without `transform` keeps it; `null` removes it. Try one with "
         "POST /v1/receivers/{receiver_id}/transform/test.",
     },

@@ -211,8 +211,10 @@ def events_view(engine: Engine, rid: str, after: int, limit: int) -> dict[str, A
         seq = entry["seq"]
         if settled_at is None:
             status = "pending"
-        else:
-            status = "dead_lettered" if engine.dead_letter(rid, seq) is not None else "delivered"
+        elif engine.dead_letter(rid, seq) is not None:
+            status = "dead_lettered"
+        else:  # cancelled by the receiver's transform: settled, never posted
+            status = "cancelled" if engine.message_cancelled(rid, entry["id"]) else "delivered"
         when = iso_timestamp(entry["accepted_at"])
         events.append({"seq": seq, "id": entry["id"], "type": entry["type"], "timestamp": when,
                        "data": entry["data"], "status": status, "settled_at": settled_at})

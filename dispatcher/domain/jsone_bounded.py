@@ -42,9 +42,9 @@ import jsone.interpreter
 import jsone.parser
 import jsone.shared
 
-MAX_STEPS = 20_000
+MAX_STEPS = 10_000
 MAX_VALUE = 256 * 1024  # characters of JSON a value built along the way may have
-MAX_BUILT = 200_000  # units of work besides steps (see above): about as long as MAX_STEPS take
+MAX_BUILT = 100_000  # units of work besides steps (see above): about as long as MAX_STEPS take
 MAX_VALUE_DEPTH = 100
 MAX_INT_BITS = 64  # JSON numbers as JavaScript and orjson see them; bigger is refused, not rounded
 MAX_RANGE = 10_000
@@ -223,9 +223,14 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+MAX_EXPRESSION = 1024  # characters: json-e's tokenizer copies the rest of the text at every token
+
+
 @lru_cache(maxsize=4096)
 def _parse(source: str) -> Any:
     """An expression's syntax tree, parsed once per distinct expression (templates repeat them)."""
+    if len(source) > MAX_EXPRESSION:
+        raise LimitExceeded(f"an expression is longer than {MAX_EXPRESSION} characters")
     parser = jsone.parser.Parser(source, _TOKENIZER)
     tree = parser.parse()
     if parser.current_token is not None:
@@ -233,13 +238,20 @@ def _parse(source: str) -> Any:
     return tree
 
 
+def _parse_interpolation(text: str) -> tuple[Any, int]:
+    """The tree of the expression at the start of `text` (after a `${`), and where its `}` is.
+
+    Only the first MAX_EXPRESSION characters are read: that bounds the parse, and the cache's keys.
+    """
+    return _parse_expression_prefix(text[: MAX_EXPRESSION + 1])
+
+
 @lru_cache(maxsize=4096)
-def _parse_interpolation(source: str) -> tuple[Any, int]:
-    """The tree of the expression at the start of `source` (after a `${`), and where its `}` is."""
+def _parse_expression_prefix(source: str) -> tuple[Any, int]:
     parser = jsone.parser.Parser(source, _TOKENIZER)
     tree = parser.parse()
     if not parser.current_token:
-        raise _render.SyntaxError("unterminated ${..} expression")
+        raise _render.SyntaxError(f"unterminated ${{..}} expression (or longer than {MAX_EXPRESSION})")
     if parser.current_token.kind != "}":
         raise _render.SyntaxError.unexpected(parser.current_token)
     return tree, parser.current_token.start

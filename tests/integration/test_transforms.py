@@ -61,6 +61,9 @@ async def test_a_transform_shapes_signs_cancels_dead_letters_and_replays(worker:
             assert Webhook(secret).verify(d.body, d.headers) == orjson.loads(d.body), "signed as sent"
             assert (d.headers["x-shape"], d.headers["x-tenant"]) == ("chat", "acme")
         assert orjson.loads(got[0].body) == {"text": "order.created: a", "seq": 1}
+        caught_up = (await api.receiver_events(rid))["events"]
+        assert [(e["seq"], e["status"]) for e in caught_up] == [
+            (1, "delivered"), (2, "cancelled"), (3, "delivered")]
 
         # A template that fails: dead-lettered at once, the message kept; fixed, a replay delivers it.
         await api.update_receiver(rid, transform={"body": {"$eval": "payload.nested.deeper"}})

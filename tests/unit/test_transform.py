@@ -69,6 +69,8 @@ NESTED_40 = nested(40)
     ({"b": {"$sort": [], "by(x)": "x +"}}, "transform.b.by(x)", "SyntaxError"),
     ({"b": {"$match": {"x >": 1}}}, "transform.b.$match", "SyntaxError"),
     ({"b": {"$eval": "!" * 80 + "true"}}, "transform.b.$eval", "nests deeper"),
+    ({"b": {"$eval": "1" + "+1" * 600}}, "transform.b.$eval", "longer than 1024"),
+    ({"b": "${" + "1+" * 600 + "1}"}, "transform.b", "longer than 1024"),
     ({"b": "x" * (17 * 1024)}, "transform", "at most 16384 bytes"),
     (NESTED_40, "transform", "deeper than 32"),
 ])
@@ -223,6 +225,13 @@ HOSTILE: dict[str, Any] = {
     "sorting big lists": {"$map": {"$eval": "range(0, 10000)"},
                           "each(x)": {"$sort": {"$eval": "range(0, 10000)"}}},
     "overflow": {"$eval": "fromNow('99999999999 years')"},
+    "membership n^2": {"$let": {"big": {"$eval": "range(0, 10000)"}}, "in": {
+        "$map": {"$eval": "big"}, "each(x)": {"$eval": "x in big"}}},
+    "equality n^2": {"$let": {"big": {"$eval": "range(0, 10000)"}}, "in": {
+        "$map": {"$eval": "big"}, "each(x)": {"$eval": "big == big"}}},
+    "slices n^2": {"$let": {"s": {"$eval": "join(range(0, 5000), ',')"}}, "in": {
+        "$map": {"$eval": "range(0, 5000)"}, "each(x)": {"$eval": "len(s[1:])"}}},
+    "long interpolation": "${" + "1+" * 1000 + "1}",
 }
 
 
