@@ -21,6 +21,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -31,7 +32,7 @@ from .domain.ids import new_id
 from .domain.lanes import Lane
 from .domain.records import Outcome, ReceiverConfig, Verification
 from .domain.slots import SlotPool
-from .domain.transform import CANCELLED, FAILED, TransformError
+from .domain.transform import CANCELLED, FAILED, Transformed, TransformError, inline_budget
 from .domain.verification import challenge_headers, judge, new_challenge
 from .domain.webhook import (
     batch_id,
@@ -97,8 +98,11 @@ class Deliverer:
         report_backoff: float = 0.5,
         batch_max_bytes: int = 1 << 20,
         may_post: Callable[[int], bool] = lambda partition: True,
+        transform_pool: Executor | None = None,
     ) -> None:
         self._transport = transport
+        # Transforms too heavy to finish on the loop run here, one at a time (see _shape).
+        self._transform_pool = transform_pool or ThreadPoolExecutor(1, thread_name_prefix="transform")
         self.may_post = may_post  # is the partition still ours (the stall fence) as the POST starts?
         self._send_outcome = send_outcome
         self.pool = pool
@@ -250,6 +254,8 @@ class Deliverer:
     async def close(self) -> None:
         await self.drop_partitions({job.partition for jobs in self._jobs.values() for job in jobs.values()})
         await self._transport.close()
+        # A transform still running ends within its budget; those queued behind it are dropped.
+        self._transform_pool.shutdown(wait=False, cancel_futures=True)
 
     async def _run(self, job: Job) -> None:
         """Post (holding the job's slots), then report the outcome to the actor."""
@@ -423,7 +429,7 @@ class Deliverer:
         """
         now = self._clock()
         try:
-            shaped = transform_entry(job.config, entry, now)
+            shaped = await self._shape(job.config, entry, now)
             request = None if shaped.cancel else build_transformed(job.config, entry, shaped, now)
         except TransformError as exc:
             self.counts.transform(FAILED)
@@ -442,6 +448,20 @@ class Deliverer:
         return await self._timed_post(
             job.token, job.config, headers, body, entry["seq"], entry["id"], job.attempt, url=url
         )
+
+    async def _shape(self, config: ReceiverConfig, entry: dict[str, Any], now: float) -> Transformed:
+        """Run the transform on the loop with a tenth of its budget; past that, again in a thread.
+
+        json-e holds the GIL while it runs, but a thread gives it up every switch interval, so the
+        loop keeps serving every other receiver while a heavy template takes its whole budget.
+        """
+        try:
+            return transform_entry(config, entry, now, inline_budget())
+        except TransformError as exc:
+            if not exc.spent:
+                raise
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._transform_pool, transform_entry, config, entry, now)
 
     def _unposted(self, job: Job, entry: dict[str, Any], transform: str, error: str) -> Outcome:
         return Outcome(entry["seq"], entry["id"], job.token, False, None, error, 0.0, self._clock(),

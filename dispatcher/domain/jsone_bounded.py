@@ -52,11 +52,22 @@ BUDGET_KEY = "$budget"  # a context key no expression can name (identifiers have
 
 
 class TemplateFailed(Exception):
-    """The template failed (json-e's error, a budget spent, or a value out of bounds); the text says why."""
+    """The template failed (json-e's error, a budget spent, or a value out of bounds); the text says why.
+
+    `spent`: it ran out of steps or work units, so a larger budget might see it through.
+    """
+
+    def __init__(self, message: str, spent: bool = False) -> None:
+        super().__init__(message)
+        self.spent = spent
 
 
 class LimitExceeded(jsone.shared.TemplateError):  # type: ignore[misc]
     """Raised inside json-e (its error type, so the template location gets added on the way out)."""
+
+
+class BudgetSpent(LimitExceeded):
+    """Out of steps or work units (as against a value out of bounds, which no budget would allow)."""
 
 
 def _load_render() -> Any:
@@ -93,12 +104,12 @@ class Budget:
     def step(self) -> None:
         self.steps -= 1
         if self.steps < 0:
-            raise LimitExceeded("the template takes more than its budget of steps")
+            raise BudgetSpent("the template takes more than its budget of steps")
 
     def charge(self, chars: int) -> None:
         self.built -= chars
         if self.built < 0:
-            raise LimitExceeded("the template does more work than its budget allows")
+            raise BudgetSpent("the template does more work than its budget allows")
 
     def size(self, value: Any) -> int:
         return self._measure(value)[0]
@@ -350,7 +361,7 @@ def render(template: Any, context: dict[str, Any], budget: Budget | None = None)
         if value is not _DELETE and _render.containsFunctions(value):
             raise _render.TemplateError("evaluated template contained uncalled functions")
     except jsone.shared.JSONTemplateError as exc:
-        raise TemplateFailed(str(exc)[:500]) from None
+        raise TemplateFailed(str(exc)[:500], isinstance(exc, BudgetSpent)) from None
     except RecursionError:
         raise TemplateFailed("the template nests too deeply") from None
     except MemoryError:

@@ -38,7 +38,7 @@ from yarl import URL
 from .errors import InvalidInput
 from .field_checks import MAX_URL_LEN, check_depth
 from .headers import check_headers
-from .jsone_bounded import Budget, TemplateFailed, render, syntax_errors
+from .jsone_bounded import MAX_BUILT, MAX_STEPS, Budget, TemplateFailed, render, syntax_errors
 
 MAX_TEMPLATE_BYTES = 16 * 1024
 MAX_TEMPLATE_DEPTH = 32
@@ -50,11 +50,26 @@ CANCELLED, FAILED = "cancelled", "error"  # an Outcome's `transform`: no POST we
 _PATH_RE = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]*")  # RFC 3986 path and query characters
 
 
-class TransformError(InvalidInput):
-    """The template failed on this message, or gave a result out of bounds; `field` names the part."""
+# A first run on the event loop gets a tenth of the budget: nearly every template ends within it
+# (bench.transforms: a small one takes tens of steps); one that does not is run again, with the
+# whole budget, in a thread, so a heavy or hostile template cannot hold the loop for its whole run.
+INLINE_STEPS = MAX_STEPS // 10
+INLINE_WORK = MAX_BUILT // 10
 
-    def __init__(self, field: str, message: str) -> None:
+
+def inline_budget() -> Budget:
+    return Budget(steps=INLINE_STEPS, built=INLINE_WORK)
+
+
+class TransformError(InvalidInput):
+    """The template failed on this message, or gave a result out of bounds; `field` names the part.
+
+    `spent`: it ran out of its budget's steps or work, so a larger budget might see it through.
+    """
+
+    def __init__(self, field: str, message: str, spent: bool = False) -> None:
         super().__init__(field, message, code=TRANSFORM_ERROR)
+        self.spent = spent
 
 
 @dataclass(slots=True, frozen=True)
@@ -107,7 +122,7 @@ def apply(template: dict[str, Any], context: dict[str, Any], budget: Budget | No
     try:
         result = render(template, context, budget)
     except TemplateFailed as exc:
-        raise TransformError("transform", str(exc)) from None
+        raise TransformError("transform", str(exc), exc.spent) from None
     return check_result(result)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from .jsone_bounded import Budget
 from .records import ReceiverConfig
 from .signing import signature_header
 from .transform import Transformed, apply, join_url, message_context, receiver_context
@@ -137,13 +138,15 @@ def build_batch_headers(
 BATCH_EVENT_TYPE = "webhook.batch"
 
 
-def transform_entry(config: ReceiverConfig, entry: dict[str, Any], now: float) -> Transformed:
+def transform_entry(
+    config: ReceiverConfig, entry: dict[str, Any], now: float, budget: Budget | None = None
+) -> Transformed:
     """The receiver's transform (it has one) run on one backlog entry; TransformError if it fails."""
     assert config.transform is not None
     receiver = receiver_context(config.id, config.tenant, config.event_types)
     accepted = iso_timestamp(entry.get("accepted_at") or 0.0)
     context = message_context(entry, receiver, accepted, iso_timestamp(now))
-    return apply(config.transform, context)
+    return apply(config.transform, context, budget)
 
 
 def build_transformed(
