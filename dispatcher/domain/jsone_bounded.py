@@ -173,7 +173,7 @@ class _Value(_ASTNODE):  # type: ignore[misc]
 
 
 _GROWING = ("+", "*", "**")
-_COMPARING = ("in", "==", "!=")
+_COMPARING = ("in", "==", "!=", "<", ">", "<=", ">=")
 _ALLOCATING = ("List", "Object", "FunctionCall", "ValueAccess")
 
 
@@ -206,7 +206,7 @@ class BoundedInterpreter(_Interpreter):  # type: ignore[misc]
 
 
 def _charge_comparison(kind: str, left: Any, right: Any, budget: Budget) -> None:
-    """`in` and `==`/`!=` cost what they look through: charged before they look."""
+    """`in`, `==`, `<` and the like cost what they look through: charged before they look."""
     if kind == "in":
         if isinstance(right, list):
             budget.charge(len(right) + 1)
@@ -345,7 +345,27 @@ _render.parse = _evaluate
 _render.interpolate = _interpolate
 _render.renderValue = _render_value
 
-BUILTINS: dict[str, Any] = {**jsone.builtins.build(), "range": _bounded_range, "join": _bounded_join}
+def _charged(builtin: Any) -> Any:
+    """A builtin that first charges what its arguments hold (`number()` of a long string is O(n))."""
+
+    def invoke(context: dict[str, Any], *args: Any) -> Any:
+        _budget(context).charge(1 + sum(_cost(arg) for arg in args))
+        return builtin(context, *args)
+
+    invoke._jsone_builtin = True  # type: ignore[attr-defined]
+    return invoke
+
+
+def _cost(arg: Any) -> int:
+    if isinstance(arg, str):
+        return len(arg) // 16
+    return len(arg) if isinstance(arg, (list, dict)) else 0
+
+
+BUILTINS: dict[str, Any] = {
+    name: _charged(builtin)
+    for name, builtin in {**jsone.builtins.build(), "range": _bounded_range, "join": _bounded_join}.items()
+}
 
 
 def render(template: Any, context: dict[str, Any], budget: Budget | None = None) -> Any:

@@ -232,6 +232,10 @@ HOSTILE: dict[str, Any] = {
     "slices n^2": {"$let": {"s": {"$eval": "join(range(0, 5000), ',')"}}, "in": {
         "$map": {"$eval": "range(0, 5000)"}, "each(x)": {"$eval": "len(s[1:])"}}},
     "long interpolation": "${" + "1+" * 1000 + "1}",
+    "numbers of a long string": {"$let": {"s": {"$eval": "join(range(0, 20000), '')"}}, "in": {
+        "$map": {"$eval": "range(0, 5000)"}, "each(x)": {"$eval": "number(s)"}}},
+    "string order n^2": {"$let": {"s": {"$eval": "join(range(0, 20000), '')"}}, "in": {
+        "$map": {"$eval": "range(0, 5000)"}, "each(x)": {"$eval": "s < s + 'x'"}}},
 }
 
 
