@@ -105,7 +105,7 @@ RECEIVER_FIELDS: dict[str, Any] = {
         "(appended to the URL's path, its query to the URL's query; never a scheme, host, `//`, `..` or "
         "backslash: the host never changes) or `cancel: true` (settled without a POST; the message "
         "reads `cancelled`). "
-        "Evaluation is bounded (10,000 steps, values of 256 KiB, a body of 256 KiB of JSON); a failure "
+        "Evaluation is bounded (20,000 steps, values of 256 KiB, a body of 256 KiB of JSON); a failure "
         "dead-letters the message as `transform_error`, kept for a replay once the template is fixed. At "
         "most 16 KiB of JSON and 32 levels, expressions of 1,024 characters that parse (errors name the "
         "path). Not with "

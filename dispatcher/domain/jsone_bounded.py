@@ -42,9 +42,9 @@ import jsone.interpreter
 import jsone.parser
 import jsone.shared
 
-MAX_STEPS = 10_000
+MAX_STEPS = 20_000
 MAX_VALUE = 256 * 1024  # characters of JSON a value built along the way may have
-MAX_BUILT = 100_000  # units of work besides steps (see above): about as long as MAX_STEPS take
+MAX_BUILT = 200_000  # units of work besides steps (see above): about as long as MAX_STEPS take
 MAX_VALUE_DEPTH = 100
 MAX_INT_BITS = 64  # JSON numbers as JavaScript and orjson see them; bigger is refused, not rounded
 MAX_RANGE = 10_000
@@ -181,6 +181,8 @@ class BoundedInterpreter(_Interpreter):  # type: ignore[misc]
     """json-e's interpreter with a step per node, and sizes checked where a node builds a value."""
 
     def visit(self, node: Any) -> Any:
+        if type(node) is _Value:  # an operand evaluated (and counted) already
+            return node.value
         budget = _budget(self.context)
         budget.step()
         value = super().visit(node)

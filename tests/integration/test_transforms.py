@@ -97,6 +97,22 @@ async def test_a_transform_shapes_signs_cancels_dead_letters_and_replays(worker:
         assert 'webhook_dispatcher_transforms_total{outcome="error"} 1.0' in metrics
 
 
+async def test_a_heavy_template_is_delivered_and_a_hostile_one_dead_lettered(worker: WorkerProcess) -> None:
+    heavy = {"body": {"$map": {"$eval": "payload"}, "each(x)": {"$eval": "x * 2"}}}
+    hostile = {"body": {"$map": {"$eval": "range(0, 1000)"}, "each(x)": {
+        "$map": {"$eval": "range(0, 1000)"}, "each(y)": {"$eval": "x + y"}}}}
+    async with Receiver() as server, DispatcherClient(worker.url, TOKEN) as api:
+        rid = (await api.create_receiver(server.url("heavy"), transform=heavy))["id"]
+        await api.send_message(rid, "t.heavy", list(range(3000)), id="hv-1")
+        await status_of(api, rid, "hv-1", "delivered")
+        assert orjson.loads(server.completed[-1].body) == [2 * x for x in range(3000)]
+        other = (await api.create_receiver(server.url("hostile"), transform=hostile))["id"]
+        await api.send_message(other, "t.hostile", {}, id="hs-1")
+        letter = await status_of(api, other, "hs-1", "dead_lettered")
+        assert letter["reason"] == "transform_error" and "budget of steps" in letter["detail"]
+        assert server.by_path("hostile") == []
+
+
 async def test_a_bad_template_or_batching_is_refused_at_create(worker: WorkerProcess) -> None:
     async with DispatcherClient(worker.url, TOKEN) as api:
         for extra, field in (({"transform": {"body": {"$eval": "1 +"}}}, "transform.body.$eval"),
