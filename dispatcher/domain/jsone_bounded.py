@@ -18,9 +18,15 @@ decides the sizes), so the evaluation carries a budget:
   `range`/`join` builtins are refused before they would build one;
 - the work that is not a step, all told, is bounded by `max_built` units:
   an entry of a new array or object is one, sixteen characters of a new
-  string are one, and `in`, `==` and `!=` are charged what they compare
-  before they compare it (a membership test over a long array inside a
-  loop over it would otherwise be n^2 in a few steps).
+  string are one; `in`, `==`, `<` and the like are charged what they compare
+  before they compare it, and a builtin what its arguments hold (a
+  membership test over a long array inside a loop over it would otherwise
+  be n^2 in a few steps).
+
+Why a budget rather than a timeout: the evaluation is synchronous Python, so
+nothing can interrupt it from outside but another process; counting inside
+json-e's own hooks is exact, deterministic (a template fails the same way at
+every attempt, so failing it once is right), and costs a few percent.
 
 The hooks go into a private copy of json-e's `render` module (loaded from the
 installed file), so the process's own `jsone` is untouched. The names relied
