@@ -15,6 +15,7 @@ import orjson
 from .errors import InvalidInput
 from .field_checks import check_depth, check_event_type, reject_unknown
 from .headers import check_headers
+from .jsone_bounded import Budget
 from .records import ReceiverConfig
 from .transform import check_transform
 from .webhook import build_transformed, transform_entry
@@ -24,8 +25,11 @@ PREVIEW_EVENT_TYPE = "transform.test"
 PREVIEW_ID = "msg_transform_test"
 
 
-def preview(config: ReceiverConfig, body: object, now: float) -> dict[str, Any]:
-    """The result of the transform on the sample `body` describes; InvalidInput naming the field at fault."""
+def preview(config: ReceiverConfig, body: object, now: float, budget: Budget | None = None) -> dict[str, Any]:
+    """The result of the transform on the sample `body` describes; InvalidInput naming the field at fault.
+
+    With `budget`, the evaluation's (a TransformError with `spent` when it runs out); else the whole one.
+    """
     if not isinstance(body, dict):
         raise InvalidInput("body", "must be a JSON object")
     reject_unknown(body, PREVIEW_FIELDS, "")
@@ -44,7 +48,7 @@ def preview(config: ReceiverConfig, body: object, now: float) -> dict[str, Any]:
         "accepted_at": now,
     }
     config = replace(config, transform=template)
-    shaped = transform_entry(config, entry, now)  # TransformError (an InvalidInput) names the part
+    shaped = transform_entry(config, entry, now, budget)  # TransformError (an InvalidInput) names the part
     if shaped.cancel:
         return {"cancel": True, "body": None, "headers": {}, "path": "", "url": None}
     url, sent, _ = build_transformed(config, entry, shaped, now)

@@ -111,6 +111,12 @@ async def test_a_heavy_template_is_delivered_and_a_hostile_one_dead_lettered(wor
         letter = await status_of(api, other, "hs-1", "dead_lettered")
         assert letter["reason"] == "transform_error" and "budget of steps" in letter["detail"]
         assert server.by_path("hostile") == []
+        # The preview takes the same way: heavy runs go to a thread, hostile ones are refused.
+        tried = await api.transform_test(rid, list(range(3000)))
+        assert tried["body"] == [2 * x for x in range(3000)]
+        with pytest.raises(ApiError) as caught:
+            await api.transform_test(other, {})
+        assert caught.value.code == "transform_error" and "budget of steps" in caught.value.message
 
 
 async def test_a_bad_template_or_batching_is_refused_at_create(worker: WorkerProcess) -> None:
