@@ -433,13 +433,13 @@ class Deliverer:
             request = None if shaped.cancel else build_transformed(job.config, entry, shaped, now)
         except TransformError as exc:
             self.counts.transform(FAILED)
-            log.warning("transform failed msg_id=%s receiver_id=%s seq=%s: %s: %s",
-                        entry["id"], job.receiver_id, entry["seq"], exc.field, exc.message)
+            log.warning("transform failed msg_id=%s receiver_id=%s seq=%s attempt=%d: %s: %s",
+                        entry["id"], job.receiver_id, entry["seq"], job.attempt, exc.field, exc.message)
             return self._unposted(job, entry, FAILED, f"{exc.field}: {exc.message}")
         if request is None:
             self.counts.transform(CANCELLED)
-            log.info("cancelled by the transform msg_id=%s receiver_id=%s seq=%s",
-                     entry["id"], job.receiver_id, entry["seq"])
+            log.info("cancelled by the transform msg_id=%s receiver_id=%s seq=%s attempt=%d",
+                     entry["id"], job.receiver_id, entry["seq"], job.attempt)
             return self._unposted(job, entry, CANCELLED, "cancelled by the receiver's transform")
         self.counts.transform("ok")
         url, body, headers = request
