@@ -190,6 +190,8 @@ class ActorRunner:
             case actor.RememberFiltered(msg_id, expires_at):
                 self.store.remember_filtered(receiver_id, msg_id, expires_at)
                 self.deliverer.counts.filtered += 1
+            case actor.MarkCancelled(msg_id, seq):
+                self.store.mark_cancelled(receiver_id, msg_id, seq)
             case actor.SaveState():
                 assert state is not None
                 self.store.save(state)

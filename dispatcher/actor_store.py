@@ -356,6 +356,19 @@ class ActorStore:
         earlier = self._get(receiver_id, order)  # ids refused in the same millisecond share the key
         self._put(receiver_id, order, earlier + b"\n" + msg_id.encode() if earlier else msg_id.encode())
 
+    def mark_cancelled(self, receiver_id: str, msg_id: str, seq: int) -> None:
+        """Message `seq` was cancelled by the receiver's transform: its dedup entry says so while it lasts."""
+        key = keys.dedup_key(receiver_id, msg_id)
+        raw = self._get(receiver_id, key)
+        entry = orjson.loads(raw) if raw is not None else None
+        if entry is not None and entry["seq"] == seq:
+            self._put(receiver_id, key, orjson.dumps({**entry, "cancelled": True}))
+
+    def cancelled(self, receiver_id: str, msg_id: str) -> bool:
+        """Was the message cancelled by the receiver's transform (within the dedup window)?"""
+        raw = self._get(receiver_id, keys.dedup_key(receiver_id, msg_id))
+        return raw is not None and orjson.loads(raw).get("cancelled") is True
+
     def sweep_dedup(self, receiver_id: str, partition: int, now: float, limit: int = 1000) -> float:
         """Delete expired dedup entries (seqs', then filtered ids'); return the next expiry (0: none)."""
         after_seqs = self._sweep_seq_ids(receiver_id, partition, now, limit)

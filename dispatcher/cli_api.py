@@ -52,6 +52,7 @@ CLI_OPERATIONS: dict[str, str] = {
     "recoverDeadLetters": "receivers recover",
     "rotateReceiverSecret": "receivers rotate-secret",
     "verifyReceiver": "receivers verify",
+    "testReceiverTransform": "receivers transform-test",
     "pauseReceiver": "receivers pause",
     "resumeReceiver": "receivers resume",
     "enableReceiver": "receivers enable",
@@ -145,6 +146,16 @@ def _inspect_commands(receivers: Any) -> None:
     recover.add_argument("--since", required=True, metavar="TIME", help="unix seconds or RFC 3339")
     recover.add_argument("--until", metavar="TIME", help="unix seconds or RFC 3339 (default: now)")
     recover.add_argument("--page", type=argtype.positive, default=1000, help="dead letters sent per call")
+    tried = _api(_parser(receivers, "transform-test", "run the receiver's transform (or --transform, not "
+                         "saved) on a sample payload; nothing is sent"), run.transform_test)
+    tried.add_argument("receiver_id", type=argtype.ident)
+    tried.add_argument("--payload", type=argtype.payload, required=True,
+                       help="JSON, or - to read it from stdin")
+    tried.add_argument("--event-type", help="the sample's event type (default transform.test)")
+    tried.add_argument("--header", action="append", type=argtype.header, dest="headers", metavar="NAME=VALUE",
+                       help="a header of the sample message; repeat for more")
+    tried.add_argument("--transform", type=argtype.transform, metavar="JSON|@FILE",
+                       help="a template to try instead of the saved one")
     reset = _api(_parser(receivers, "reset-state", "dead-letter the backlog and drop counters and "
                          "history (for testing); needs --confirm"), run.reset_state)
     reset.add_argument("receiver_id", type=argtype.ident)
@@ -160,6 +171,8 @@ def _receiver_options(parser: argparse.ArgumentParser) -> None:
     add("--filter", type=argtype.content_filter, dest="content_filter", metavar="JSON|@FILE",
         help='a content filter over payload and headers: \'{"payload": {"amount": {"$gte": 10}}}\' '
         "(null: none)")
+    add("--transform", type=argtype.transform, metavar="JSON|@FILE",
+        help='a json-e template applied at delivery: \'{"body": {"text": "${payload.name}"}}\' (null: none)')
     add("--secret", help="the signing secret (whsec_... or whsk_...; default: a new one)")
     add("--signing", type=argtype.signing, help="hmac or ed25519")
     add("--header", action="append", type=argtype.header, dest="headers", metavar="NAME=VALUE",

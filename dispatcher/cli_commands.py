@@ -50,6 +50,8 @@ def receiver_fields(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("--server-ca and --no-server-ca exclude each other")
     if args.server_ca is not None or args.no_server_ca:
         fields["tls"] = {"ca": args.server_ca} if args.server_ca is not None else None
+    if getattr(args, "transform", None) is not None:
+        fields["transform"] = args.transform.value  # null too: an update removes the transform
     return fields
 
 
@@ -170,6 +172,14 @@ async def rotate_secret(client: DispatcherClient, args: argparse.Namespace) -> A
         args.receiver_id, grace_seconds=args.grace_seconds, signing=args.signing, secret=args.secret
     )
     return _shown(args, answer)
+
+
+async def transform_test(client: DispatcherClient, args: argparse.Namespace) -> Any:
+    template = args.transform.value if args.transform is not None else None
+    headers = dict(args.headers) if args.headers else None
+    return await client.transform_test(
+        args.receiver_id, args.payload, event_type=args.event_type, headers=headers, transform=template
+    )
 
 
 async def verify(client: DispatcherClient, args: argparse.Namespace) -> Any:

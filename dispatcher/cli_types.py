@@ -68,6 +68,15 @@ def content_filter(text: str) -> Given:
     return Given(value)
 
 
+def transform(text: str) -> Given:
+    """`--transform`: a json-e template object, `@FILE` holding one, or `null` (no transform)."""
+    value = _json(_read(text) if text.startswith("@") else text)
+    if value is not None and not isinstance(value, dict):
+        example = '{"body": {"text": "${event_type}"}}'
+        raise argparse.ArgumentTypeError(f"must be a JSON object (e.g. '{example}') or null")
+    return Given(value)
+
+
 def field(text: str) -> tuple[str, Any]:
     name, sep, value = text.partition("=")
     if not sep or not name:

@@ -58,6 +58,7 @@ OPERATIONS: dict[str, str] = {
     "recoverDeadLetters": "recover",
     "rotateReceiverSecret": "rotate_secret",
     "verifyReceiver": "verify",
+    "testReceiverTransform": "transform_test",
     "pauseReceiver": "pause",
     "resumeReceiver": "resume",
     "enableReceiver": "enable",
@@ -211,7 +212,8 @@ class DispatcherClient:
         concurrency: Concurrency | Unset = UNSET, delivery_control: DeliveryControl | Unset = UNSET,
         heartbeat_interval: float | Unset | None = UNSET, coalesce: bool | Unset = UNSET,
         filter: dict[str, Any] | Unset | None = UNSET, auth: dict[str, Any] | Unset | None = UNSET,
-        tls: dict[str, str] | Unset | None = UNSET, **extra: Any,
+        tls: dict[str, str] | Unset | None = UNSET, transform: dict[str, Any] | Unset | None = UNSET,
+        **extra: Any,
     ) -> dict[str, Any]:
         """Create (or, with an existing `id`, replace) a receiver: its view, with the new secret shown once.
 
@@ -229,7 +231,7 @@ class DispatcherClient:
             "backlog_max_bytes": backlog_max_bytes, "backlog_overflow": backlog_overflow,
             "concurrency": concurrency, "delivery_control": delivery_control,
             "heartbeat_interval": heartbeat_interval, "filter": filter, "coalesce": coalesce,
-            "auth": auth, "tls": tls,
+            "auth": auth, "tls": tls, "transform": transform,
         }
         return await self.request("POST", "/v1/receivers", {**_given(fields), **extra})
 
@@ -245,7 +247,8 @@ class DispatcherClient:
         concurrency: Concurrency | Unset = UNSET, delivery_control: DeliveryControl | Unset = UNSET,
         heartbeat_interval: float | Unset | None = UNSET, coalesce: bool | Unset = UNSET,
         filter: dict[str, Any] | Unset | None = UNSET, auth: dict[str, Any] | Unset | None = UNSET,
-        tls: dict[str, str] | Unset | None = UNSET, **extra: Any,
+        tls: dict[str, str] | Unset | None = UNSET, transform: dict[str, Any] | Unset | None = UNSET,
+        **extra: Any,
     ) -> dict[str, Any]:
         """PATCH the named fields (None sends null: `tenant=None` clears it): the receiver's view.
 
@@ -259,7 +262,7 @@ class DispatcherClient:
             "backlog_max_bytes": backlog_max_bytes, "backlog_overflow": backlog_overflow,
             "concurrency": concurrency, "delivery_control": delivery_control,
             "heartbeat_interval": heartbeat_interval, "filter": filter, "coalesce": coalesce,
-            "auth": auth, "tls": tls,
+            "auth": auth, "tls": tls, "transform": transform,
         }
         return await self.request("PATCH", _receiver_path(receiver_id), {**_given(fields), **extra})
 
@@ -337,6 +340,19 @@ class DispatcherClient:
         """
         return await self.request("POST", _receiver_path(receiver_id, "/verify"))
 
+    async def transform_test(
+        self, receiver_id: str, payload: Any, *, event_type: str | None = None,
+        headers: dict[str, str] | None = None, transform: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Run the receiver's transform (or `transform`, not saved) on a sample; nothing is sent.
+
+        The answer: `cancel`, `body` (what would be POSTed), `headers` (the transform's), `path`
+        and `url`. A failing template answers 422 `transform_error`, its field naming the part.
+        """
+        body = {"payload": payload,
+                **_present({"event_type": event_type, "headers": headers, "transform": transform})}
+        return await self.request("POST", _receiver_path(receiver_id, "/transform/test"), body)
+
     async def ping(self, receiver_id: str) -> dict[str, Any]:
         """Send a `webhook.ping` now: `ok`, `status`, `error`, `latency_ms`, `headers`, `body_prefix`."""
         return await self.request("POST", _receiver_path(receiver_id, "/ping"))
@@ -359,7 +375,7 @@ class DispatcherClient:
         """Catch-up, in seq order: `{"events": [...], "next_after_seq", "retained_seconds"}`.
 
         Each event has the delivered body's fields (`seq`, `id`, `type`, `timestamp`, `data`), its
-        `status` (pending, delivered, dead_lettered) and `settled_at`; `next_after_seq` is None on
+        `status` (pending, delivered, dead_lettered, cancelled) and `settled_at`; `next_after_seq` is None on
         the last page. Settled messages are kept `retained_seconds`.
         """
         path = _receiver_path(receiver_id, "/events")

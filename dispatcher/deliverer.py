@@ -21,6 +21,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -31,6 +32,7 @@ from .domain.ids import new_id
 from .domain.lanes import Lane
 from .domain.records import Outcome, ReceiverConfig, Verification
 from .domain.slots import SlotPool
+from .domain.transform import CANCELLED, FAILED, Transformed, TransformError, inline_budget
 from .domain.verification import challenge_headers, judge, new_challenge
 from .domain.webhook import (
     batch_id,
@@ -41,6 +43,8 @@ from .domain.webhook import (
     build_heartbeat,
     build_ping,
     build_ping_headers,
+    build_transformed,
+    transform_entry,
 )
 from .metrics import Counts, outcome_label
 from .receiver_auth import AuthedRequests
@@ -95,9 +99,12 @@ class Deliverer:
         report_backoff: float = 0.5,
         batch_max_bytes: int = 1 << 20,
         may_post: Callable[[int], bool] = lambda partition: True,
+        transform_pool: Executor | None = None,
     ) -> None:
         self._transport = transport
         self._requests = AuthedRequests(transport, clock)  # with the receiver's mTLS or OAuth2 `auth`
+        # Transforms too heavy to finish on the loop run here, one at a time (see _shape).
+        self._transform_pool = transform_pool or ThreadPoolExecutor(1, thread_name_prefix="transform")
         self.may_post = may_post  # is the partition still ours (the stall fence) as the POST starts?
         self._send_outcome = send_outcome
         self.pool = pool
@@ -250,6 +257,8 @@ class Deliverer:
         await self.drop_partitions({job.partition for jobs in self._jobs.values() for job in jobs.values()})
         await self._requests.close()
         await self._transport.close()
+        # A transform still running ends within its budget; those queued behind it are dropped.
+        self._transform_pool.shutdown(wait=False, cancel_futures=True)
 
     async def _run(self, job: Job) -> None:
         """Post (holding the job's slots), then report the outcome to the actor."""
@@ -286,8 +295,9 @@ class Deliverer:
             outcome = await self._traced_post(job, entries, batching)
         else:
             outcome = await self._post(job, entries, batching)
-        _log_outcome(job, outcome)
-        self._count(job, outcome, entries, "batch" if batching else "message")
+        if not outcome.transform:  # a transform's cancel or failure made no attempt: counted as a transform
+            _log_outcome(job, outcome)
+            self._count(job, outcome, entries, "batch" if batching else "message")
         return outcome
 
     def _count(self, job: Job, outcome: Outcome, entries: list[dict[str, Any]], kind: str) -> None:
@@ -390,6 +400,8 @@ class Deliverer:
         self, job: Job, entries: list[dict[str, Any]], batching: bool, extra: dict[str, str] | None = None
     ) -> Outcome:
         first = entries[0]
+        if job.config.transform is not None and not batching:  # a receiver that batches has none
+            return await self._post_transformed(job, first, extra)
         last = entries[-1]["seq"] if batching else 0
         msg_id = batch_id(job.receiver_id, first["seq"], last) if batching else first["id"]
         try:
@@ -410,9 +422,57 @@ class Deliverer:
             job.token, job.config, headers, body, first["seq"], msg_id, job.attempt, last
         )
 
+    async def _post_transformed(
+        self, job: Job, entry: dict[str, Any], extra: dict[str, str] | None
+    ) -> Outcome:
+        """The message as the receiver's transform shapes it: posted, or settled without a POST.
+
+        A failure is the template's (or its result's), the same at every attempt: the
+        actor dead-letters the message as `transform_error` at once.
+        """
+        now = self._clock()
+        try:
+            shaped = await self._shape(job.config, entry, now)
+            request = None if shaped.cancel else build_transformed(job.config, entry, shaped, now)
+        except TransformError as exc:
+            self.counts.transform(FAILED)
+            log.warning("transform failed msg_id=%s receiver_id=%s seq=%s attempt=%d: %s: %s",
+                        entry["id"], job.receiver_id, entry["seq"], job.attempt, exc.field, exc.message)
+            return self._unposted(job, entry, FAILED, f"{exc.field}: {exc.message}")
+        if request is None:
+            self.counts.transform(CANCELLED)
+            log.info("cancelled by the transform msg_id=%s receiver_id=%s seq=%s attempt=%d",
+                     entry["id"], job.receiver_id, entry["seq"], job.attempt)
+            return self._unposted(job, entry, CANCELLED, "cancelled by the receiver's transform")
+        self.counts.transform("ok")
+        url, body, headers = request
+        if extra:
+            headers = {**headers, **extra}
+        return await self._timed_post(
+            job.token, job.config, headers, body, entry["seq"], entry["id"], job.attempt, url=url
+        )
+
+    async def _shape(self, config: ReceiverConfig, entry: dict[str, Any], now: float) -> Transformed:
+        """Run the transform on the loop with a tenth of its budget; past that, again in a thread.
+
+        json-e holds the GIL while it runs, but a thread gives it up every switch interval, so the
+        loop keeps serving every other receiver while a heavy template takes its whole budget.
+        """
+        try:
+            return transform_entry(config, entry, now, inline_budget())
+        except TransformError as exc:
+            if not exc.spent:
+                raise
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._transform_pool, transform_entry, config, entry, now)
+
+    def _unposted(self, job: Job, entry: dict[str, Any], transform: str, error: str) -> Outcome:
+        return Outcome(entry["seq"], entry["id"], job.token, False, None, error, 0.0, self._clock(),
+                       attempt=job.attempt, transform=transform)
+
     async def _timed_post(
         self, token: str, config: ReceiverConfig, headers: dict[str, str], body: bytes, seq: int, msg_id: str,
-        attempt: int = 0, last: int = 0,
+        attempt: int = 0, last: int = 0, url: str = "",
     ) -> Outcome:
         timer = time.perf_counter()  # the latency from a clock that never steps (the wall clock may)
         status: int | None = None
@@ -420,7 +480,7 @@ class Deliverer:
         prefix = b""
         resp_headers: dict[str, str] = {}
         try:
-            resp = await self._requests.send("POST", config, headers, body)
+            resp = await self._requests.send("POST", config, headers, body, url)
             status, resp_headers, prefix = resp.status, resp.headers, resp.body_prefix
         except DeliveryError as exc:
             error = str(exc)

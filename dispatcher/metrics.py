@@ -73,6 +73,7 @@ class Counts:
     controls: dict[str, int] = field(default_factory=dict)  # webhook-delivery-control answers: obey/ignore
     superseded: int = 0  # coalescing: messages settled unsent, a newer one of their key going instead
     filtered: int = 0  # direct messages a receiver's content filter refused at intake
+    transforms: dict[str, int] = field(default_factory=dict)  # receivers' transforms: ok, cancelled, error
     attempt_seconds: Histogram = field(default_factory=lambda: Histogram(ATTEMPT_BUCKETS))
     latency_seconds: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
     changelog_seconds: Histogram = field(default_factory=lambda: Histogram(CHANGELOG_BUCKETS))
@@ -93,6 +94,9 @@ class Counts:
 
     def control(self, mode: str) -> None:
         self.controls[mode] = self.controls.get(mode, 0) + 1
+
+    def transform(self, outcome: str) -> None:
+        self.transforms[outcome] = self.transforms.get(outcome, 0) + 1
 
 
 def outcome_label(outcome: Outcome, retry: dict[str, Any] | None = None) -> str:

@@ -106,31 +106,33 @@ class AuthedRequests:
         self.tokens = TokenSource(transport, clock)
 
     async def send(
-        self, method: str, config: ReceiverConfig, headers: dict[str, str], body: bytes = b""
+        self, method: str, config: ReceiverConfig, headers: dict[str, str], body: bytes = b"", url: str = ""
     ) -> Response:
-        """One request to `config.url`; DeliveryError if no answer (`auth_error: ...`: no token)."""
-        auth, server_ca = config.auth, config.tls
+        """One request to `url` (a transform's path on the receiver's host), else `config.url`;
+        DeliveryError if no answer (`auth_error: ...`: no token)."""
+        auth, server_ca, target = config.auth, config.tls, url or config.url
         if auth is None and server_ca is None:
             if method == "POST":
-                return await self._transport.post(config.url, headers, body)
-            return await self._transport.request(method, config.url, headers, body)
+                return await self._transport.post(target, headers, body)
+            return await self._transport.request(method, target, headers, body)
         if not isinstance(auth, OAuth2Auth):
-            return await self._transport.request(method, config.url, headers, body, client_cert=auth,
+            return await self._transport.request(method, target, headers, body, client_cert=auth,
                                                  server_ca=server_ca)
-        return await self._with_token(method, config, auth, headers, body)
+        return await self._with_token(method, config, auth, headers, body, target)
 
     async def _with_token(
-        self, method: str, config: ReceiverConfig, auth: OAuth2Auth, headers: dict[str, str], body: bytes
+        self, method: str, config: ReceiverConfig, auth: OAuth2Auth, headers: dict[str, str], body: bytes,
+        target: str,
     ) -> Response:
         token = await self._token(auth)
-        resp = await self._transport.request(method, config.url, {**headers, "authorization": token.value},
+        resp = await self._transport.request(method, target, {**headers, "authorization": token.value},
                                              body, server_ca=config.tls)
         if resp.status != 401:
             return resp
         # The token may have been revoked or rotated before its time: one new token, one more try.
         self.tokens.invalidate(auth, token)
         token = await self._token(auth)
-        return await self._transport.request(method, config.url, {**headers, "authorization": token.value},
+        return await self._transport.request(method, target, {**headers, "authorization": token.value},
                                              body, server_ca=config.tls)
 
     async def _token(self, auth: OAuth2Auth) -> Token:

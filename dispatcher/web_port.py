@@ -121,6 +121,9 @@ class DispatcherPort:
     def backlog_entry(self, receiver_id: str, seq: int) -> dict[str, Any] | None:
         return self._dispatcher.store.get_backlog(receiver_id, seq)
 
+    def message_cancelled(self, receiver_id: str, message_id: str) -> bool:
+        return self._dispatcher.store.cancelled(receiver_id, message_id)
+
     def is_pending(self, receiver_id: str, seq: int) -> bool:
         return self._dispatcher.store.pending(receiver_id, seq)
 

@@ -124,6 +124,11 @@ class WorkerCollector(Collector):
         filtered.add_metric(["fanout"], self.figures.filtered_at_fanout())
         filtered.add_metric(["intake"], c.filtered)
         yield filtered
+        transforms = counter("transforms", "Messages run through their receiver's transform, by outcome: "
+                             "ok (posted), cancelled (settled unposted), error (dead-lettered).", ["outcome"])
+        for outcome in ("ok", "cancelled", "error"):
+            transforms.add_metric([outcome], c.transforms.get(outcome, 0))
+        yield transforms
         yield histogram("delivery_attempt_duration_seconds", "Time of one attempt, POST to answer.",
                         c.attempt_seconds)
         yield histogram("delivery_latency_seconds", "Accepted to 2xx, per message: what a receiver sees.",

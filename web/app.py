@@ -6,7 +6,16 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from . import api, health, metrics, receiver_list, receiver_ops, receiver_security, resend_ops
+from . import (
+    api,
+    health,
+    metrics,
+    receiver_list,
+    receiver_ops,
+    receiver_security,
+    resend_ops,
+    transform_ops,
+)
 from .engine import ENGINE, Engine
 from .middleware import auth_middleware, errors_middleware
 from .ui import setup_ui
@@ -49,6 +58,7 @@ def setup_web(app: web.Application, engine: Engine) -> None:
     app.router.add_post("/v1/receivers/{receiver_id}/recover", resend_ops.recover)
     app.router.add_post("/v1/receivers/{receiver_id}/secrets/rotate", receiver_security.rotate_secret)
     app.router.add_post("/v1/receivers/{receiver_id}/verify", receiver_security.verify_endpoint)
+    app.router.add_post("/v1/receivers/{receiver_id}/transform/test", transform_ops.transform_test)
     app.router.add_post("/v1/messages", api.send_message)
     app.router.add_post("/v1/messages/batch", api.send_batch)
     app.router.add_post("/v1/events", api.send_event)

@@ -127,6 +127,10 @@ class Engine(Protocol):
 
     def backlog_entry(self, receiver_id: str, seq: int) -> dict[str, Any] | None: ...
 
+    def message_cancelled(self, receiver_id: str, message_id: str) -> bool:
+        """The receiver's transform cancelled the message (while the dedup window remembers it)."""
+        ...
+
     def is_pending(self, receiver_id: str, seq: int) -> bool:
         """The message is stored and not settled yet."""
         ...

@@ -131,6 +131,23 @@ RECEIVER_FIELDS: dict[str, Any] = {
         "certificate must chain to, instead of the system's and DISPATCHER_CA_FILE's, for this receiver "
         "alone (host names are still checked). A PATCH without `tls` keeps it; `null` removes it.",
     },
+    "transform": {
+        "anyOf": [{"type": "object"}, {"type": "null"}],
+        "description": "A json-e template (json-e.js.org) applied to each message at delivery, over "
+        "`{payload, event_type, headers, message: {id, seq, timestamp}, receiver: {id, tenant, "
+        "event_types}, now}`. It must give an object: `body` (any JSON: replaces the whole request body, the "
+        "`{type, timestamp, data}` envelope included; the signature covers it), `headers` (extra headers; "
+        "`webhook-*`, Host, Content-*, Authorization and other reserved ones cannot be set), `path` "
+        "(appended to the URL's path, its query to the URL's query; never a scheme, host, `//`, `..` or "
+        "backslash: the host never changes) or `cancel: true` (settled without a POST; the message "
+        "reads `cancelled`). "
+        "Evaluation is bounded (20,000 steps, values of 256 KiB, a body of 256 KiB of JSON); a failure "
+        "dead-letters the message as `transform_error`, kept for a replay once the template is fixed. At "
+        "most 16 KiB of JSON and 32 levels, expressions of 1,024 characters that parse (errors name the "
+        "path). Not with "
+        "`batch_max` above 1. A PATCH without `transform` keeps it; `null` removes it. Try one with "
+        "POST /v1/receivers/{receiver_id}/transform/test.",
+    },
     "heartbeat_interval": {
         "anyOf": [
             {"type": "null"}, {"const": 0}, {**NUM, "minimum": MIN_HEARTBEAT, "maximum": MAX_HEARTBEAT},
@@ -226,6 +243,7 @@ SCHEMAS: dict[str, Any] = {
             "auth": nullable(ref("AuthView")),
             "tls": nullable({"type": "object", "properties": {
                 "ca": STR, "ca_certificates": {"type": "array", "items": OBJ}}}),
+            "transform": nullable(OBJ),
             "signing": STR,
             "verified": BOOL,
             "secret": STR,
@@ -310,6 +328,28 @@ SCHEMAS: dict[str, Any] = {
         },
     },
     "Control": {"type": "object", "properties": {"reason": {"type": "string", "maxLength": 500}}},
+    "TransformTest": {
+        "type": "object",
+        "required": ["payload"],
+        "additionalProperties": False,
+        "properties": {
+            "payload": {},
+            "event_type": {**STR, "default": "transform.test"},
+            "headers": {"type": "object", "additionalProperties": STR},
+            "transform": {**OBJ, "description": "a template to try instead of the receiver's saved one"},
+        },
+    },
+    "TransformResult": {
+        "type": "object",
+        "required": ["cancel", "body", "headers", "path", "url"],
+        "properties": {
+            "cancel": BOOL,
+            "body": {"description": "the JSON body that would be POSTed (null when cancelled)"},
+            "headers": {"type": "object", "additionalProperties": STR, "description": "the transform's"},
+            "path": STR,
+            "url": nullable(STR),
+        },
+    },
 }
 
 
@@ -368,8 +408,9 @@ DEAD_LETTER_REASONS = (
     "with `reason`: `permanent_status` (answered a status not worth retrying), `max_attempts` (its last "
     "allowed attempt failed), `max_age` (undelivered past `retry.max_age`), `missing_entry` (its stored "
     "entry was lost), `backlog_full` (the oldest over a `dead_letter_oldest` cap), `receiver_deleted` "
-    "(while a delete runs) or `state_reset` (the backlog a reset dead-lettered; a reset keeps every dead "
-    "letter, so those messages never read delivered). The "
+    "(while a delete runs), `transform_error` (the receiver's transform failed on it; the message is kept, "
+    "so a replay after the template is fixed delivers it) or `state_reset` (the backlog a reset "
+    "dead-lettered; a reset keeps every dead letter, so those messages never read delivered). The "
     "`<app_id>.dead-letters` topic gets every one of these, and also records that never got a seq: "
     "`unknown_receiver`, `accepted_before_creation`, `too_large` (a message, or an event's copies, over "
     "what a record holds), `backlog_full` (refused by a `reject` backlog), `receiver_deleted` and "
@@ -406,6 +447,7 @@ OPERATION_IDS: dict[tuple[str, str], str] = {
     ("/v1/receivers/{receiver_id}/recover", "post"): "recoverDeadLetters",
     ("/v1/receivers/{receiver_id}/secrets/rotate", "post"): "rotateReceiverSecret",
     ("/v1/receivers/{receiver_id}/verify", "post"): "verifyReceiver",
+    ("/v1/receivers/{receiver_id}/transform/test", "post"): "testReceiverTransform",
     ("/v1/receivers/{receiver_id}/pause", "post"): "pauseReceiver",
     ("/v1/receivers/{receiver_id}/resume", "post"): "resumeReceiver",
     ("/v1/receivers/{receiver_id}/enable", "post"): "enableReceiver",
@@ -554,7 +596,7 @@ def build() -> dict[str, Any]:
         "/v1/receivers/{receiver_id}/messages/{message_id}": {
             "parameters": [RID, {"name": "message_id", "in": "path", "required": True, "schema": ID}],
             "get": receiver_op(
-                "pending, delivered, dead-lettered, superseded or filtered",
+                "pending, delivered, dead-lettered, superseded, filtered or cancelled",
                 {
                     "200": answer(
                         "status",
@@ -566,6 +608,7 @@ def build() -> dict[str, Any]:
                                 "seq": nullable(INT),
                                 "status": {"enum": [
                                     "pending", "delivered", "dead_lettered", "superseded", "filtered",
+                                    "cancelled",
                                 ]},
                                 "superseded_by": INT,
                             },
@@ -585,7 +628,8 @@ def build() -> dict[str, Any]:
                     "moved meanwhile; retry. `filtered` (seq null): the receiver's content filter "
                     "refused the message; it took no seq, and the next message took the next one. "
                     "`superseded` (a coalescing receiver): settled unsent, `superseded_by` the seq of the "
-                    "newer message of its ordering key that went instead."
+                    "newer message of its ordering key that went instead. "
+                    "`cancelled`: the receiver's transform cancelled it; it was settled without a POST."
                 ),
             ),
         },
@@ -709,6 +753,21 @@ def build() -> dict[str, Any]:
                 "its result, which `verified` follows. 409 `verification_off` (field `verify`): the receiver "
                 "does not require verification (it is always `verified`), so nothing is run; PATCH "
                 "`\"verify\": true` to require it.",
+            ),
+        },
+        "/v1/receivers/{receiver_id}/transform/test": {
+            "parameters": [RID],
+            "post": receiver_op(
+                "run the receiver's transform (or one given) on a sample message; nothing is sent",
+                {"200": answer("what delivery would do", ref("TransformResult"))},
+                method_body=body(ref("TransformTest")),
+                fail=(400, 401, 404, 422),
+                description="`transform` in the body is tried instead of the receiver's saved one (try a "
+                "template before saving it). 422 with code `transform_error`: the template failed or gave a "
+                "result out of bounds (the field names the part: `transform`, `transform.path`, "
+                "`transform.headers.<name>`, `transform.body`), as delivery would dead-letter it; 422 "
+                "`invalid` (field `transform`): no transform given and none saved, or one that does not "
+                "validate.",
             ),
         },
         "/v1/messages": {

@@ -215,8 +215,10 @@ def events_view(engine: Engine, rid: str, after: int, limit: int) -> dict[str, A
             status = "pending"
         elif engine.dead_letter(rid, seq) is not None:
             status = "dead_lettered"
-        else:
-            status = "superseded" if engine.superseded_by(rid, seq) else "delivered"
+        elif engine.superseded_by(rid, seq):
+            status = "superseded"
+        else:  # or cancelled by the receiver's transform: settled, never posted
+            status = "cancelled" if engine.message_cancelled(rid, entry["id"]) else "delivered"
         when = iso_timestamp(entry["accepted_at"])
         events.append({"seq": seq, "id": entry["id"], "type": entry["type"], "timestamp": when,
                        "data": entry["data"], "status": status, "settled_at": settled_at})
@@ -260,6 +262,8 @@ async def message_view(engine: Engine, receiver_id: str, message_id: str) -> dic
     by = engine.superseded_by(rid, seq)
     if by:
         return {**body, "status": "superseded", "superseded_by": by}
+    if engine.message_cancelled(rid, msg_id):
+        return {**body, "status": "cancelled"}  # by the receiver's transform: settled, never posted
     return {**body, "status": "delivered"}
 
 

@@ -22,11 +22,12 @@ from .records import ReceiverConfig, check_url, reject_unknown
 from .retry import RetryPolicy
 from .signing import SecretError, check_secret, is_asymmetric, public_key_of
 from .subscriptions import check_tenant, parse_patterns
+from .transform import check_transform
 
 SIGNING_KINDS = ("hmac-sha256", "ed25519")
 RECEIVER_FIELDS = {
     "id", "url", "event_types", "tenant", "secret", "signing", "headers", "retry", "authorization",
-    "verify", "filter", "auth", "tls", *OPTION_FIELDS,
+    "verify", "filter", "auth", "tls", "transform", *OPTION_FIELDS,
 }
 MAX_GRACE = 7 * 86400.0
 MAX_PREVIOUS_SECRETS = 5
@@ -56,9 +57,7 @@ def parse_receiver_spec(
     types = parse_patterns(body.get("event_types", []), "event_types")
     tenant = check_tenant(body.get("tenant", current.tenant if current else None), "tenant")
     headers = check_headers(body.get("headers"), "headers")
-    authorization = body.get("authorization", "")
-    if authorization:
-        check_header_value(authorization, "authorization")
+    authorization = _authorization(body.get("authorization", ""))
     retry = _retry_overrides(body.get("retry"))
     verify = body.get("verify", current.verify if current else verify_default)
     if not isinstance(verify, bool):
@@ -68,12 +67,19 @@ def parse_receiver_spec(
         receiver_id, url, "", types, headers, current.created_at if current else now, retry,
         authorization=authorization, verify=verify, options=options, tenant=tenant,
         filter=check_filter(body.get("filter"), "filter"),
+        transform=_transform(body.get("transform"), options.batching),
     )
     config = _with_auth(config, body, current, now, require_https)
     config = _with_secret(config, body, make_secret, current)
     if current is not None and current.verification is not None and current.verification.url == url:
         config = replace(config, verification=current.verification)
     return config
+
+
+def _authorization(value: Any) -> Any:
+    if value:
+        check_header_value(value, "authorization")
+    return value
 
 
 def _with_auth(
@@ -94,6 +100,14 @@ def _with_auth(
         if tls is not None:
             raise InvalidInput("tls", "needs an https url")
     return replace(config, auth=auth, tls=tls)
+
+
+def _transform(value: object, batching: bool) -> dict[str, Any] | None:
+    """A batch is one body for many messages: a per-message transform does not fit it."""
+    template = check_transform(value, "transform")
+    if template is not None and batching:
+        raise InvalidInput("transform", 'cannot be used with batching ("batch_max" above 1)')
+    return template
 
 
 def _retry_overrides(retry: Any) -> dict[str, Any] | None:
@@ -121,6 +135,7 @@ def patched_body(current: ReceiverConfig, patch: object) -> dict[str, Any]:
         "authorization": current.authorization,
         "verify": current.verify,
         "filter": current.filter,
+        "transform": current.transform,
         **current.options.as_dict(),
     }
     if "ordering" in patch and "max_in_flight" not in patch:

@@ -52,8 +52,7 @@ def json_to_keep(value: Any) -> bytes:
 
     orjson (3.12 on) returns its output in the buffer it wrote to: 4 KiB or more,
     however short the JSON. A config keeps its JSON while its state is cached, so
-    uncopied buffers grew with the receivers (docs/benchmarks.md, "Figures behind
-    the code").
+    uncopied buffers grew with the receivers (docs/benchmarks.md, "Figures behind the code").
     """
     return bytes(memoryview(orjson.dumps(value)))
 
@@ -91,14 +90,12 @@ class ReceiverConfig:
 
     id: str
     url: str
-    # `whsec_` (HMAC, v1) or `whsk_` (ed25519, v1a); never shown after creation, nor in a repr
-    secret: str = field(repr=False)
+    secret: str = field(repr=False)  # `whsec_` (HMAC) or `whsk_` (ed25519); never shown, nor in a repr
     event_types: tuple[str, ...] = ()
     headers: dict[str, str] = field(default_factory=dict, repr=False)  # may carry credentials
     created_at: float = 0.0
     retry: dict[str, Any] | None = None  # validated overrides of the retry policy
-    # Rotated-out secrets that still sign until their time: (secret, valid_until).
-    previous_secrets: tuple[tuple[str, float], ...] = field(default=(), repr=False)
+    previous_secrets: tuple[tuple[str, float], ...] = field(default=(), repr=False)  # (secret, signs until)
     authorization: str = field(default="", repr=False)  # an Authorization header value the receiver asked for
     verify: bool = False  # hold deliveries until the URL passes the verification handshake
     verification: Verification | None = None
@@ -107,6 +104,7 @@ class ReceiverConfig:
     filter: dict[str, Any] | None = None  # a content filter (filters.py), validated; None: every message
     auth: ReceiverAuth | None = field(default=None, repr=False)  # mTLS or OAuth2 (receiver_auth.py); secret
     tls: ServerTls | None = None  # the CA the receiver's server certificate must chain to (receiver_auth.py)
+    transform: dict[str, Any] | None = None  # a json-e template (transform.py), validated; None: as sent
     # as_dict's JSON, made once: the state that holds the config is written twice per delivery
     _json: orjson.Fragment | None = field(default=None, init=False, repr=False, compare=False)
     _filter: Filter | None = field(default=None, init=False, repr=False, compare=False)  # compiled once
@@ -156,6 +154,7 @@ class ReceiverConfig:
             "filter": self.filter,
             **({"auth": self.auth.as_dict()} if self.auth is not None else {}),
             **({"tls": self.tls.as_dict()} if self.tls is not None else {}),
+            **({"transform": self.transform} if self.transform is not None else {}),
             **self.options.as_dict(),
         }
 
@@ -179,6 +178,7 @@ class ReceiverConfig:
             filter=data.get("filter"),
             auth=auth_from_dict(data.get("auth")),
             tls=tls_from_dict(data.get("tls")),
+            transform=data.get("transform"),
         )
 
 
@@ -201,6 +201,7 @@ class Outcome:
     manual: bool = False  # a ping asked for through the API
     last: int = 0  # the last seq a batch carried (0: `seq` alone)
     heartbeat: bool = False  # a webhook.heartbeat (seq 0; `attempt` is its number)
+    transform: str = ""  # the receiver's transform "cancelled" the message, or failed ("error"): no POST
 
 
 @dataclass(slots=True, frozen=True)

@@ -9,8 +9,10 @@ from typing import Any
 
 import orjson
 
+from .jsone_bounded import Budget
 from .records import ReceiverConfig
 from .signing import signature_header
+from .transform import Transformed, apply, join_url, message_context, receiver_context
 
 # The last whole second formatted: a drain formats the same few seconds thousands of times.
 _last_second: list[Any] = [None, ""]
@@ -44,9 +46,13 @@ def signed_headers(config: ReceiverConfig, msg_id: str, body: bytes, now: float)
     }
 
 
-def build_headers(config: ReceiverConfig, entry: dict[str, Any], body: bytes, now: float) -> dict[str, str]:
-    """Receiver headers, then the message's (validated at the API), then ours, which always win."""
-    headers = custom_headers(config, entry.get("headers") or {})
+def build_headers(
+    config: ReceiverConfig, entry: dict[str, Any], body: bytes, now: float,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """Receiver headers, the message's (validated at the API), a transform's, then ours, which win."""
+    per_message = entry.get("headers") or {}
+    headers = custom_headers(config, {**per_message, **extra} if extra else per_message)
     headers["content-type"] = "application/json"
     headers.update(signed_headers(config, entry["id"], body, now))
     headers["webhook-sequence"] = str(entry["seq"])
@@ -130,3 +136,22 @@ def build_batch_headers(
 
 
 BATCH_EVENT_TYPE = "webhook.batch"
+
+
+def transform_entry(
+    config: ReceiverConfig, entry: dict[str, Any], now: float, budget: Budget | None = None
+) -> Transformed:
+    """The receiver's transform (it has one) run on one backlog entry; TransformError if it fails."""
+    assert config.transform is not None
+    receiver = receiver_context(config.id, config.tenant, config.event_types)
+    accepted = iso_timestamp(entry.get("accepted_at") or 0.0)
+    context = message_context(entry, receiver, accepted, iso_timestamp(now))
+    return apply(config.transform, context, budget)
+
+
+def build_transformed(
+    config: ReceiverConfig, entry: dict[str, Any], shaped: Transformed, now: float
+) -> tuple[str, bytes, dict[str, str]]:
+    """(URL, body, headers) of a transformed message: signed over the body it sends."""
+    body = shaped.body if shaped.body is not None else build_body(entry)
+    return join_url(config.url, shaped.path), body, build_headers(config, entry, body, now, shaped.headers)

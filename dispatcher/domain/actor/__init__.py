@@ -36,6 +36,7 @@ from .effects import (
     RECEIVER_DELETED,
     STATE_RESET,
     TOO_LARGE,
+    TRANSFORM_ERROR,
     UNKNOWN_RECEIVER,
     DeadLetter,
     DeadLetterHead,
@@ -48,6 +49,7 @@ from .effects import (
     Heartbeat,
     Ignored,
     LogAttempt,
+    MarkCancelled,
     MovedLane,
     Probe,
     PutBacklog,
@@ -121,3 +123,4 @@ __all__ = [
     "slot_expires_at",
     "status",
 ]
+__all__ += ["TRANSFORM_ERROR", "MarkCancelled"]

@@ -31,6 +31,14 @@ class RememberFiltered:
 
 
 @dataclass(slots=True, frozen=True)
+class MarkCancelled:
+    """The receiver's transform cancelled message `seq`: its dedup entry says so (status `cancelled`)."""
+
+    msg_id: str
+    seq: int
+
+
+@dataclass(slots=True, frozen=True)
 class SaveState:
     pass
 
@@ -176,7 +184,7 @@ class Ignored:
 
 
 Effect = (
-    PutBacklog | RememberId | RememberFiltered | SaveState
+    PutBacklog | RememberId | RememberFiltered | MarkCancelled | SaveState
     | DeleteBacklog | Deliver | Probe | Heartbeat | DeadLetter
     | DeadLetterHead | TrimDeadLetters | LogAttempt | MovedLane | Subscribe | Unsubscribe | Forget
     | ForgetHistory | Ignored | PutLatest | DropLatest
@@ -194,3 +202,4 @@ RECEIVER_DELETED = "receiver_deleted"
 STATE_RESET = "state_reset"
 TOO_LARGE = "too_large"
 BEFORE_CREATION = "accepted_before_creation"
+TRANSFORM_ERROR = "transform_error"  # the receiver's transform failed on the message (kept for a replay)

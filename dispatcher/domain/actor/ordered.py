@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ..breaker import Circuit
 from ..records import Outcome
-from .effects import MAX_AGE, MISSING_ENTRY, DeadLetterHead, Deliver
+from ..transform import CANCELLED
+from .effects import MAX_AGE, MISSING_ENTRY, TRANSFORM_ERROR, DeadLetterHead, Deliver, MarkCancelled
 from .probes import send_probe
 from .step import Step
 from .verdict import Next, rule
@@ -66,6 +67,9 @@ def _batch_size(step: Step, head: int) -> int:
 def head_result(step: Step, outcome: Outcome) -> None:
     """The head's current attempt answered (a batch's answer covers seq..last)."""
     draft = step.draft
+    if outcome.transform:
+        _transformed_head(step, outcome)
+        return
     ruling = rule(outcome, draft.attempts, step.retry, step.now, step.facts.rand)
     last = max(outcome.seq, outcome.last)
     draft.breaker = draft.breaker.record(ruling.next is Next.SETTLE, step.now, step.policy.breaker)
@@ -81,6 +85,21 @@ def head_result(step: Step, outcome: Outcome) -> None:
     else:
         draft.next_attempt_at = ruling.retry_at
     step.maybe_disable()
+
+
+def _transformed_head(step: Step, outcome: Outcome) -> None:
+    """The transform cancelled the head, or failed on it: no POST went, so breaker and lane learn nothing.
+
+    A failure is the template's, the same at every attempt: dead-lettered at once, never retried.
+    """
+    draft = step.draft
+    draft.attempts += 1
+    step.log_attempt(outcome, draft.attempts, "message")
+    if outcome.transform == CANCELLED:
+        step.writes.append(MarkCancelled(outcome.msg_id, outcome.seq))
+        settle_head(step, outcome.seq)
+    else:
+        dead_letter_head(step, TRANSFORM_ERROR, outcome.error or "the transform failed")
 
 
 def settle_head(step: Step, last: int) -> None:

@@ -17,9 +17,19 @@ from ..delivery_options import ADAPTIVE
 from ..evolve import evolve
 from ..ordering_keys import NO_KEY, key_hash
 from ..records import Outcome
+from ..transform import CANCELLED
 from ..window import MAX_PARKED, Slot, find, floor, has_room, parked, replaced, without
 from .coalesce import coalescing, newer_of, note_newest
-from .effects import MAX_AGE, MISSING_ENTRY, DeadLetterHead, Deliver, DropLatest, Ignored
+from .effects import (
+    MAX_AGE,
+    MISSING_ENTRY,
+    TRANSFORM_ERROR,
+    DeadLetterHead,
+    Deliver,
+    DropLatest,
+    Ignored,
+    MarkCancelled,
+)
 from .probes import send_probe
 from .step import Step
 from .verdict import Next, rule
@@ -166,6 +176,9 @@ def window_result(step: Step, outcome: Outcome) -> None:
     if slot is None or outcome.attempt != slot.attempts + 1:
         step.actions.append(Ignored("stale outcome", outcome.msg_id, outcome.seq))
         return
+    if outcome.transform:
+        _transformed_slot(step, outcome, slot)
+        return
     ruling = rule(outcome, slot.attempts, step.retry, step.now, step.facts.rand)
     _adapt(step, outcome, slot)
     ok = ruling.next is Next.SETTLE
@@ -185,6 +198,18 @@ def window_result(step: Step, outcome: Outcome) -> None:
         retried = evolve(slot, attempts=ruling.attempt, next_attempt_at=ruling.retry_at)
         draft.window = replaced(draft.window, retried)
     step.maybe_disable()
+
+
+def _transformed_slot(step: Step, outcome: Outcome, slot: Slot) -> None:
+    """Cancelled or failed by the transform (no POST: the breaker and the window learn nothing)."""
+    attempt = slot.attempts + 1
+    step.log_attempt(outcome, attempt, "message")
+    if outcome.transform == CANCELLED:
+        step.writes.append(MarkCancelled(outcome.msg_id, slot.seq))
+        settle_seq(step, slot.seq)
+    else:
+        detail = outcome.error or "the transform failed"
+        dead_letter_seq(step, slot.seq, TRANSFORM_ERROR, detail, attempt, None, outcome.error)
 
 
 def _adapt(step: Step, outcome: Outcome, slot: Slot) -> None:
