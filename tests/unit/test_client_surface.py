@@ -39,7 +39,7 @@ def operations() -> dict[str, tuple[str, str]]:
 def test_every_operation_has_a_unique_camel_case_id() -> None:
     ids = [op["operationId"] for ops in build()["paths"].values()
            for method, op in ops.items() if method != "parameters"]
-    assert len(ids) == len(set(ids)) == 28
+    assert len(ids) == len(set(ids)) == 31
     assert all(re.fullmatch(r"[a-z]+(?:[A-Z][a-z]*)+", i) for i in ids), ids
 
 
@@ -92,7 +92,7 @@ class Recorder:
         self.raw_paths.append(request.raw_path.partition("?")[0])
         status, answer, kind = self.next_answers.pop(0) if self.next_answers else self.answer
         if not answer:
-            answer = orjson.dumps({"status": "ready", "id": "x", "attempts": [], "ids": []})
+            answer = orjson.dumps({"status": "ready", "id": "x", "attempts": [], "ids": [], "tokens": []})
         return web.Response(status=status, body=answer, content_type=kind)
 
 
@@ -114,6 +114,7 @@ async def recorder() -> AsyncIterator[Recorder]:
 ARGS = {
     "receiver_id": "r1", "message_id": "m1", "url": "https://example.com/hook", "event_type": "t.x",
     "payload": {"n": 1}, "since": 0, "messages": [{"receiver_id": "r1", "event_type": "t.x", "payload": {}}],
+    "tenant": "acme", "token_id": "t1",
 }
 
 
@@ -324,7 +325,7 @@ async def test_every_id_is_sent_as_one_encoded_path_segment(recorder: Recorder, 
             method = getattr(client, name)
             required = [p for p in inspect.signature(method).parameters.values()
                         if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD]
-            args = {**ARGS, "receiver_id": hostile, "message_id": hostile}
+            args = {**ARGS, "receiver_id": hostile, "message_id": hostile, "token_id": hostile}
             await method(*(args[p.name] for p in required))
             path = recorder.raw_paths[-1]
             assert recorder.calls[-1][0] == verb
