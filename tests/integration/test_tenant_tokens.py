@@ -19,11 +19,23 @@ from typing import Any
 import aiohttp
 import orjson
 
+from dispatcher.partitioning import partitioner
+from dispatcher.settings import Settings
 from tests.harness import TOKEN, Api, Receiver, WorkerProcess, wait_until
 from tests.integration.test_owner_routing import two_workers
 from web.openapi import build
 
-PER_TENANT = 6  # receivers each: enough that both workers own some of each tenant's
+PER_TENANT = 6  # receivers each, half of them on each worker's partitions
+
+
+def spread(prefix: str, parts: list[set[int]]) -> list[str]:
+    """Receiver ids `prefix-N`, PER_TENANT / 2 of them owned by each worker."""
+    partition_of = partitioner(Settings().partitions)
+    ids: list[str] = []
+    for owned in parts:
+        candidates = (f"{prefix}-{n}" for n in range(1000))
+        ids += [rid for rid in candidates if partition_of(rid) in owned][: PER_TENANT // 2]
+    return ids
 
 
 def v1_operations() -> set[tuple[str, str]]:
@@ -45,10 +57,11 @@ BODIES: dict[tuple[str, str], Any] = {  # bodies that would be taken for a visib
 
 
 async def test_tenant_tokens_mint_use_scope_and_revoke(make_worker: Callable[..., WorkerProcess]) -> None:
-    workers, _ = await two_workers(make_worker)
+    workers, parts = await two_workers(make_worker)
     admin = [Api(w.url) for w in workers]
     server = await Receiver().start()
     opened: list[Api] = []
+    opened_sessions: list[aiohttp.ClientSession] = []
     try:
         acme_token, acme_id = await mint(admin[0], "acme")
         globex_token, _ = await mint(admin[0], "globex")
@@ -57,8 +70,10 @@ async def test_tenant_tokens_mint_use_scope_and_revoke(make_worker: Callable[...
         opened += acme + globex
 
         # minted on worker 0, taken at once by worker 1: its receivers get its tenant
-        mine = [await created(acme[(i + 1) % 2], server.url(f"a{i}"), f"acme-{i}") for i in range(PER_TENANT)]
-        theirs = [await created(globex[i % 2], server.url(f"g{i}"), f"globex-{i}") for i in range(PER_TENANT)]
+        mine = [await created(acme[(i + 1) % 2], server.url(f"a{i}"), rid)
+                for i, rid in enumerate(spread("acme", parts))]
+        theirs = [await created(globex[i % 2], server.url(f"g{i}"), rid)
+                  for i, rid in enumerate(spread("globex", parts))]
         await created(admin[0], server.url("u"), "untenanted")
         assert {r["tenant"] for r in mine} == {"acme"} and {r["tenant"] for r in theirs} == {"globex"}
         await listing_shows_no_secret(admin[1], [acme_token, globex_token])
@@ -66,7 +81,9 @@ async def test_tenant_tokens_mint_use_scope_and_revoke(make_worker: Callable[...
         await every_route_hides_other_tenants(acme, [r["id"] for r in theirs] + ["untenanted"])
         await calls_without_a_receiver_are_scoped(acme, admin[0], mine[0]["id"], theirs[0]["id"])
         await events_and_messages_reach_the_tenant_only(acme, globex, mine, theirs, server)
-        await console_shows_the_tenant_only(workers[1].url, acme_token, mine, theirs)
+        console = aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+        opened_sessions.append(console)
+        await console_shows_the_tenant_only(console, workers[1].url, acme_token, mine, theirs)
 
         # revoke on worker 0: refused there as soon as it answers, on worker 1 once the record arrives
         status, revoked = await admin[0].call("DELETE", f"/v1/tokens/{acme_id}")
@@ -81,9 +98,16 @@ async def test_tenant_tokens_mint_use_scope_and_revoke(make_worker: Callable[...
         again = await admin[1].call("DELETE", f"/v1/tokens/{acme_id}")
         assert again == (200, revoked), "revoking again changes nothing"
         assert (await admin[1].call("DELETE", "/v1/tokens/01JD0000000000000000000000"))[0] == 404
+        # the console's session opened with it ends; logging in with it again fails
+        async with console.get(workers[1].url + "/ui/receivers", allow_redirects=False) as resp:
+            assert resp.status == 303 and resp.headers["Location"].startswith("/ui/login")
+        async with console.post(workers[1].url + "/ui/login", data={"token": acme_token}) as resp:
+            assert resp.status == 401
     finally:
         for api in admin + opened:
             await api.close()
+        for session in opened_sessions:
+            await session.close()
         await server.stop()
     logs = "".join(w.log_path.read_text(errors="replace") for w in workers)
     for token in (acme_token, globex_token):
@@ -204,18 +228,21 @@ async def events_and_messages_reach_the_tenant_only(
 
 
 async def console_shows_the_tenant_only(
-    url: str, token: str, mine: list[dict[str, Any]], theirs: list[dict[str, Any]]
+    session: aiohttp.ClientSession, url: str, token: str, mine: list[dict[str, Any]],
+    theirs: list[dict[str, Any]],
 ) -> None:
-    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
-        async with session.post(url + "/ui/login", data={"token": token, "next": "/ui/receivers"}) as resp:
-            assert resp.status == 200 and resp.url.path == "/ui/receivers"
-            page = await resp.text()
-        assert all(r["id"] in page for r in mine) and not any(r["id"] in page for r in theirs), page
-        assert "tenant acme" in page
-        for other in (theirs[0]["id"], theirs[1]["id"]):  # one of them is owned by the other worker
-            async with session.get(f"{url}/ui/receivers/{other}") as resp:
-                assert resp.status == 404
-        async with session.get(f"{url}/ui/receivers/{mine[0]['id']}") as resp:
-            assert resp.status == 200
-        async with session.get(url + "/ui/", allow_redirects=False) as resp:
-            assert (resp.status, resp.headers["Location"]) == (303, "/ui/receivers"), "no cluster overview"
+    async with session.post(url + "/ui/login", data={"token": token, "next": "/ui/receivers"}) as resp:
+        assert resp.status == 200 and resp.url.path == "/ui/receivers"
+        page = await resp.text()
+    assert all(r["id"] in page for r in mine) and not any(r["id"] in page for r in theirs), page
+    assert "tenant acme" in page
+    async with session.get(url + "/ui/receivers?tenant=globex") as resp:  # the form cannot widen it
+        page = await resp.text()
+    assert all(r["id"] in page for r in mine) and not any(r["id"] in page for r in theirs)
+    for other in (theirs[0]["id"], theirs[-1]["id"]):  # one owned by each worker
+        async with session.get(f"{url}/ui/receivers/{other}") as resp:
+            assert resp.status == 404
+    async with session.get(f"{url}/ui/receivers/{mine[0]['id']}") as resp:
+        assert resp.status == 200
+    async with session.get(url + "/ui/", allow_redirects=False) as resp:
+        assert (resp.status, resp.headers["Location"]) == (303, "/ui/receivers"), "no cluster overview"
