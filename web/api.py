@@ -28,7 +28,7 @@ from dispatcher.domain.tokens import Principal, may_see, scoped_event_body, scop
 
 from .engine import ENGINE, Engine, WebSettings
 from .routing import forward_to_owner
-from .scopes import check_target, check_visible, principal_of
+from .scopes import check_target, check_visible, not_found, principal_of
 
 COUNT_SYNC_WAIT = 5.0  # s an event's answer may wait for the subscriptions to be read up to now
 
@@ -85,7 +85,7 @@ async def patch_receiver(request: web.Request) -> web.StreamResponse:
     check_visible(engine, principal, rid)
     state = engine.receiver_state(rid)
     if state is None or state.deleting:
-        raise InvalidInput("receiver_id", f"no receiver {rid!r}", code="not_found", status=404)
+        raise not_found(rid)
     if state.resetting:
         raise InvalidInput("receiver_id", "is being reset; try again once that is done", "conflict", 409)
     return await apply_spec(engine, rid, patched_body(state.config, body), state.config)
@@ -337,7 +337,7 @@ def _check_known(engine: Engine, receiver_id: str, field: str) -> None:
         return
     state = engine.receiver_state(receiver_id)
     if state is None:
-        raise InvalidInput(field, f"no receiver {receiver_id!r}", code="not_found", status=404)
+        raise not_found(receiver_id, field)
     if refuses_new(state, engine.settings.policy, 1):  # any message stores at least a byte
         raise InvalidInput(
             field,

@@ -2,7 +2,7 @@
 
 `ROUTE_ACCESS` decides every /v1 route explicitly (a test holds it to the
 router): `TENANT` routes take a tenant token and scope what it reaches,
-`ADMIN` routes refuse it with 403. A route missing from the table is refused
+`ADMIN_ONLY` routes refuse it with 403. A route missing from the table is refused
 to tenant tokens too. How each `TENANT` route scopes:
 
 - a receiver's own routes (`/v1/receivers/{receiver_id}...`) run on the
