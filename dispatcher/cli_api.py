@@ -1,4 +1,4 @@
-"""CLI sub-commands over the HTTP API: receivers, messages, send, events, dead-letters, the worker.
+"""CLI sub-commands over the HTTP API: receivers, messages, send, events, dead-letters, tokens, the worker.
 
 They talk to `DISPATCHER_URL` (default http://127.0.0.1:8080) with
 `DISPATCHER_API_TOKEN`; `--json` prints the API's answer as is, otherwise a
@@ -60,12 +60,16 @@ CLI_OPERATIONS: dict[str, str] = {
     "sendMessage": "send",
     "sendMessageBatch": "send-batch",
     "publishEvent": "events publish",
+    "listTokens": "tokens list",
+    "createToken": "tokens create",
+    "revokeToken": "tokens revoke",
 }
 
 def add_api_commands(sub: Any) -> None:
     _receiver_commands(sub)
     _message_commands(sub)
     _dead_letter_commands(sub)
+    _token_commands(sub)
     for name, command, text in (
         ("health", run.health, "is the worker's process alive (GET /healthz)"),
         ("ready", run.ready, "is the worker ready, with its figures; exit 1 while starting (GET /readyz)"),
@@ -277,6 +281,24 @@ def _dead_letter_commands(sub: Any) -> None:
     replay.add_argument("--from-seq", type=argtype.positive, default=1)
     replay.add_argument("--to-seq", type=argtype.positive)
     replay.add_argument("--page", type=argtype.positive, default=1000, help="dead letters per call")
+
+
+def _token_commands(sub: Any) -> None:
+    text = "mint, list or revoke tenant tokens (with the admin token)"
+    tokens = sub.add_parser("tokens", help=text, description=text).add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    create = _api(_parser(tokens, "create", "mint a token that reaches one tenant's receivers only; the "
+                          "token is shown this once"), run.create_token)
+    create.add_argument("--tenant", required=True, help="the tenant it acts for")
+    create.add_argument("--name", help="what the token is for (shown in the list)")
+    create.add_argument("--expires-at", metavar="TIME", help="unix seconds or RFC 3339 (default: never)")
+    _quiet(create, "the token")
+    listing = _api(_parser(tokens, "list", "every token, revoked and expired ones too (never a secret)"),
+                   run.list_tokens)
+    listing.add_argument("--tenant", help="that tenant's tokens only")
+    revoke = _api(_parser(tokens, "revoke", "revoke a token for good"), run.revoke_token)
+    revoke.add_argument("token_id", type=argtype.ident)
 
 
 def _parser(sub: Any, name: str, text: str) -> argparse.ArgumentParser:

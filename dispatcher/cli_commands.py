@@ -324,6 +324,29 @@ async def _letter_pages(
     return pages, newest
 
 
+# tenant tokens -------------------------------------------------------------------------
+
+TOKEN_COLUMNS = ["id", "tenant", "name", "status", "last4", "created_at", "expires_at", "revoked_at"]
+
+
+async def create_token(client: DispatcherClient, args: argparse.Namespace) -> Any:
+    answer = await client.create_token(args.tenant, name=args.name, expires_at=args.expires_at)
+    if args.quiet:
+        return Plain(answer["token"])
+    if not args.json:
+        print("note: the token is shown only in this answer; keep it", file=sys.stderr)
+    return answer
+
+
+async def list_tokens(client: DispatcherClient, args: argparse.Namespace) -> Any:
+    tokens = await client.list_tokens(tenant=args.tenant)
+    return {"tokens": tokens} if args.json else Table(tokens, TOKEN_COLUMNS)
+
+
+async def revoke_token(client: DispatcherClient, args: argparse.Namespace) -> Any:
+    return await client.revoke_token(args.token_id)
+
+
 # the worker ----------------------------------------------------------------------------
 
 

@@ -8,6 +8,9 @@
     async with DispatcherProducer("kafka-1:9092") as producer:   # acks=all
         await producer.send_message("rcv_...", "invoice.paid", {"amount": 5}, id="inv-42-paid")
 
+A tenant token (`wdt_...`, from `create_token` with the admin token) works
+as `token` too: the client then reaches its tenant's receivers only.
+
 Errors from the API raise `ApiError` with the status and the `{"code", "field",
 "message"}` the API answered. The producer writes exactly what the API would:
 the same record format and key (the receiver id for messages, the event id for
@@ -66,6 +69,9 @@ OPERATIONS: dict[str, str] = {
     "sendMessage": "send_message",
     "sendMessageBatch": "send_messages",
     "publishEvent": "publish_event",
+    "listTokens": "list_tokens",
+    "createToken": "create_token",
+    "revokeToken": "revoke_token",
 }
 
 # The API's code for "no such receiver"; last-response answers 404 `no_attempt` for "no attempt yet".
@@ -442,6 +448,27 @@ class DispatcherClient:
         fields = _present({"tenant": tenant, "id": id, "ordering_key": ordering_key})
         body = {"event_type": event_type, "payload": payload, **fields}
         return await self.request("POST", "/v1/events", body)
+
+
+    # tenant tokens (the admin token only) ------------------------------------------------
+
+    async def create_token(
+        self, tenant: str, *, name: str | None = None, expires_at: float | str | None = None
+    ) -> dict[str, Any]:
+        """Mint a token for `tenant`: its record (`id`, `tenant`, `name`, `created_at`, `expires_at`,
+        `status`, `prefix`, `last4`) and `token`, the plaintext, shown in this answer only: keep it.
+        `expires_at`: unix seconds or RFC 3339 (default: never)."""
+        body = {"tenant": tenant, **_present({"name": name, "expires_at": expires_at})}
+        return await self.request("POST", "/v1/tokens", body)
+
+    async def list_tokens(self, *, tenant: str | None = None) -> list[dict[str, Any]]:
+        """Every token (one tenant's with `tenant`), revoked and expired ones too, in the order minted:
+        records as `create_token` answers them without `token` (never a secret nor its hash)."""
+        return (await self.request("GET", "/v1/tokens", tenant=tenant))["tokens"]
+
+    async def revoke_token(self, token_id: str) -> dict[str, Any]:
+        """Revoke a token for good: its record, `status` revoked (also when it already was)."""
+        return await self.request("DELETE", f"/v1/tokens/{segment(token_id)}")
 
 
 class DispatcherProducer:

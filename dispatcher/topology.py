@@ -25,6 +25,7 @@ class Topology:
     dead_letters: Any
     subscriptions: Any  # receiver id -> its event types and tenant (every worker reads it all)
     events: Any  # events for fan-out, keyed by event id
+    tokens: Any  # tenant token id -> its record (every worker reads it all)
     actors: Any  # faust.Table
 
 
@@ -36,7 +37,11 @@ def topic_names(settings: Settings) -> dict[str, str]:
         "dead_letters": f"{prefix}.dead-letters",
         "subscriptions": f"{prefix}.subscriptions",
         "events": f"{prefix}.events",
+        "tokens": f"{prefix}.tokens",
     }
+
+
+TOKEN_PARTITIONS = 1  # a handful of records that every worker reads whole: one partition is plenty
 
 
 def topic_config(settings: Settings) -> dict[str, str]:
@@ -103,6 +108,7 @@ def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
     dead_letters = app.topic(names["dead_letters"], **raw)
     subscriptions = app.topic(names["subscriptions"], **raw, compacting=True)
     events = app.topic(names["events"], **raw)
+    tokens = app.topic(names["tokens"], **{**raw, "partitions": TOKEN_PARTITIONS}, compacting=True)
     actors = app.Table(
         "actors",
         partitions=settings.partitions,
@@ -115,7 +121,7 @@ def build_topology(settings: Settings, web_middlewares: list[Any]) -> Topology:
             "block_cache_size": settings.table_block_cache,
         },
     )
-    return Topology(app, requests, commands, dead_letters, subscriptions, events, actors)
+    return Topology(app, requests, commands, dead_letters, subscriptions, events, tokens, actors)
 
 
 def faust_config(settings: Settings, web_middlewares: list[Any]) -> dict[str, Any]:

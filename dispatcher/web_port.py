@@ -18,6 +18,7 @@ from web.engine import Engine, InFlight, WebSettings
 from .domain.actor import Policy, ReceiverState
 from .domain.filters import document as filter_document
 from .domain.records import Outcome, ReceiverConfig, Verification
+from .domain.tokens import TokenRecord
 from .metrics import survey_in_chunks
 from .settings import Settings
 
@@ -154,11 +155,40 @@ class DispatcherPort:
         await self._dispatcher.subscription_published(receiver_id)
 
     async def count_subscribers(
-        self, event_type: str, tenant: str | None, wait: float, payload: Any = None
+        self, event_type: str, tenant: str | None, wait: float, payload: Any = None, own_only: bool = False
     ) -> int:
         feed = self._dispatcher.feed
         await feed.sync(time.monotonic(), wait)  # receivers created just before count
-        return len(feed.index.match(event_type, tenant, filter_document(event_type, payload, None)))
+        found = feed.index.match(event_type, tenant, filter_document(event_type, payload, None))
+        if own_only:
+            return sum(1 for rid in found if feed.index.tenant_of(rid) == (tenant,))
+        return len(found)
+
+    async def receiver_tenant(self, receiver_id: str, wait: float) -> tuple[bool, str | None]:
+        feed = self._dispatcher.feed
+        found = feed.index.tenant_of(receiver_id)
+        if found is None:
+            await feed.sync(time.monotonic(), wait)  # created a moment ago, on another worker
+            found = feed.index.tenant_of(receiver_id)
+        return (False, None) if found is None else (True, found[0])
+
+    # tenant tokens -------------------------------------------------------------------------------
+
+    async def find_token(self, token_id: str, wait: float) -> TokenRecord | None:
+        feed = self._dispatcher.tokens
+        record = feed.book.get(token_id)
+        if record is None:
+            await feed.sync(time.monotonic(), wait)  # minted a moment ago, on another worker
+            record = feed.book.get(token_id)
+        return record
+
+    async def store_token(self, record: TokenRecord) -> TokenRecord:
+        return await self._dispatcher.store_token(record)
+
+    async def list_tokens(self, wait: float) -> list[TokenRecord]:
+        feed = self._dispatcher.tokens
+        await feed.sync(time.monotonic(), wait)
+        return feed.book.listed()
 
     # requests to a receiver's endpoint -----------------------------------------------------------
 

@@ -23,6 +23,7 @@ from .applied import SharedEnds
 from .consume import SOURCE_HEADER, subscribe
 from .deliverer import API_SLOTS
 from .domain.records import WAKE_RECORD, Outcome, encode_outcome
+from .domain.tokens import TokenRecord, encode_record
 from .event_loop import new_event_loop
 from .failures import log_failure
 from .fanout import FanOut
@@ -43,7 +44,8 @@ from .subscription_feed import SubscriptionFeed
 from .table_writer import ChangelogTable, Fenced, StorageFailed
 from .target_guard import TargetGuard
 from .timers import PartitionTimers
-from .topology import Topology, build_topology, topic_config, topic_names
+from .token_feed import TokenFeed
+from .topology import TOKEN_PARTITIONS, Topology, build_topology, topic_config, topic_names
 from .tracing import setup_tracing
 from .transport import AiohttpTransport, Transport
 from .web_port import DispatcherPort
@@ -102,12 +104,16 @@ class Dispatcher:
             self.names["subscriptions"], settings.partitions, client_options(app, "subscriptions"),
             declare=self.topology.subscriptions.maybe_declare,
         )
+        self.tokens = TokenFeed(
+            self.names["tokens"], TOKEN_PARTITIONS, client_options(app, "tokens"),
+            declare=self.topology.tokens.maybe_declare,
+        )
         self.ownership = Ownership(app, self.names["requests"], self.runner, self.fence)
         self._request_ends = SharedEnds(self._read_request_end)
         self.deliverer.may_post = self.ownership.may_post
         self.runner.may_write = self.fence.allows
         self._subscription_sends: dict[str, asyncio.Future[Any]] = {}  # receiver id -> unacked send
-        self._declared = asyncio.Event()  # the dead-letter and subscription topics exist
+        self._declared = asyncio.Event()  # the dead-letter, subscription and token topics exist
         self.storage_fault: BaseException | None = None
         self._crashing: asyncio.Future[None] | None = None
         self.runner.writable = self.ownership.writable
@@ -146,7 +152,7 @@ class Dispatcher:
             app.add_dependency(service)
         # The feed declares its topic first, which needs the app's producer: it starts once the
         # app has (an app task), and stops with it.
-        self.services.append(self.feed)
+        self.services += [self.feed, self.tokens]
         app.task(self._start_feed)
         app.task(self._settle_collector)
         app.on_before_shutdown.connect(self._on_shutdown)  # type: ignore[arg-type]  # mode's stub
@@ -250,6 +256,13 @@ class Dispatcher:
         if pending is not None:
             await asyncio.shield(pending)
 
+    async def store_token(self, record: TokenRecord) -> TokenRecord:
+        """Write a token's record (minted or revoked) and wait until the broker has it; this worker's
+        book has it at once (the others once their feed reads it). The record as the book keeps it."""
+        await self._declared.wait()
+        await _send(self.topology.tokens, record.id, encode_record(record))
+        return self.tokens.book.put(record)
+
     async def _send_dead_letter(self, receiver_id: str, record: bytes) -> None:
         self.activity.dead_letter(receiver_id, record)
         await self._declared.wait()
@@ -319,9 +332,11 @@ class Dispatcher:
         try:
             await self.topology.dead_letters.maybe_declare()
             await self.topology.subscriptions.maybe_declare()
+            await self.topology.tokens.maybe_declare()
         finally:
             self._declared.set()  # a failure crashes the worker; nothing waits for ever
         await self.app.add_runtime_dependency(self.feed)
+        await self.app.add_runtime_dependency(self.tokens)
 
     async def _settle_collector(self) -> None:
         collector.settle()  # the app is built and started: what exists now stays
@@ -336,6 +351,7 @@ class Dispatcher:
             "in_flight": self.deliverer.in_flight,
             "delivery": {**self.deliverer.stats(), "slow_lane_queued": len(self.slow_lane)},
             "subscriptions": {"receivers": len(self.feed.index), "caught_up": self.feed.caught_up.is_set()},
+            "tokens": {"records": len(self.tokens.book), "caught_up": self.tokens.caught_up.is_set()},
             "timers": len(self.timers),
             "collector": collector.stats(),
             "activity": self.activity.figures(),

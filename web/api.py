@@ -25,9 +25,11 @@ from dispatcher.domain.records import (
     parse_message_spec,
 )
 from dispatcher.domain.signing import generate
+from dispatcher.domain.tokens import Principal, may_see, scoped_event_body, scoped_receiver_body
 
 from .engine import ENGINE, Engine, WebSettings
 from .routing import forward_to_owner
+from .scopes import check_target, check_visible, not_found, principal_of
 
 COUNT_SYNC_WAIT = 5.0  # s an event's answer may wait for the subscriptions to be read up to now
 
@@ -53,9 +55,11 @@ async def create_receiver(request: web.Request) -> web.StreamResponse:
 
     The URL passes the target guard first, and the verification handshake when
     the receiver asks for one. A replace keeps the secrets unless given new ones.
+    A tenant token's receiver is its tenant's; it cannot replace another tenant's.
     """
     engine = request.app[ENGINE]
-    body = await read_json(request)
+    principal = principal_of(request)
+    body = scoped_receiver_body(principal, await read_json(request), create=True)
     if not isinstance(body, dict):
         raise InvalidInput("body", "must be a JSON object")
     rid = check_id(body["id"], "id") if "id" in body else new_id("rcv")
@@ -64,6 +68,8 @@ async def create_receiver(request: web.Request) -> web.StreamResponse:
     state = engine.receiver_state(rid)
     if state is None and not engine.ready():  # it may exist on the partition's next owner
         raise InvalidInput("id", "the owner of this id is moving (rebalance); retry", "unavailable", 503)
+    if state is not None and not may_see(principal, state.config.tenant):
+        raise InvalidInput("id", "is taken: choose another id, or leave it out", "conflict", 409)
     if state is not None and state.purging:  # the actor ignores a configure until that is done
         raise InvalidInput("id", "is being deleted or reset; try again once that is done", "conflict", 409)
     return await apply_spec(engine, rid, body, state.config if state is not None else None)
@@ -72,13 +78,15 @@ async def create_receiver(request: web.Request) -> web.StreamResponse:
 async def patch_receiver(request: web.Request) -> web.StreamResponse:
     """Change only the fields the body names (on the owner); answers once the owner applied it."""
     engine = request.app[ENGINE]
+    principal = principal_of(request)
     rid = check_id(request.match_info["receiver_id"], "receiver_id")
-    body = await read_json(request)
+    body = scoped_receiver_body(principal, await read_json(request), create=False)
     if not engine.is_local(rid):
         return await forward_to_owner(engine, request, rid, body)
+    check_visible(engine, principal, rid)
     state = engine.receiver_state(rid)
     if state is None or state.deleting:
-        raise InvalidInput("receiver_id", f"no receiver {rid!r}", code="not_found", status=404)
+        raise not_found(rid)
     if state.resetting:
         raise InvalidInput("receiver_id", "is being reset; try again once that is done", "conflict", 409)
     return await apply_spec(engine, rid, patched_body(state.config, body), state.config)
@@ -181,12 +189,13 @@ async def poll_state(
 
 async def send_message(request: web.Request) -> web.Response:
     engine = request.app[ENGINE]
-    return _json(await accept_message(engine, await read_json(request)), status=202)
+    return _json(await accept_message(engine, await read_json(request), principal_of(request)), status=202)
 
 
-async def accept_message(engine: Engine, body: Any) -> dict[str, Any]:
+async def accept_message(engine: Engine, body: Any, principal: Principal) -> dict[str, Any]:
     """Check one message (the API's and the UI's) and produce it; its id once the broker has it."""
     msg = parse_message_spec(body, "", _new_msg_id, time.time())
+    await check_target(engine, principal, msg.receiver_id, "receiver_id")
     _check_known(engine, msg.receiver_id, "receiver_id")
     record = _encode_checked(engine, msg, "")
     await engine.produce_requests([(msg.receiver_id, record)])
@@ -205,6 +214,7 @@ async def send_batch(request: web.Request) -> web.Response:
     refusal naming the field at fault: `messages`, or `messages[i].payload`.
     """
     engine = request.app[ENGINE]
+    principal = principal_of(request)
     settings = engine.settings
     cap = batch_byte_cap(settings.max_request_body, settings.max_payload)
     items = batch_items(await _read_batch(request, cap), min(settings.max_batch, BATCH_MAX_MESSAGES))
@@ -214,6 +224,7 @@ async def send_batch(request: web.Request) -> web.Response:
     total = 0
     for i, item in enumerate(items):
         msg = parse_message_spec(item, f"messages[{i}].", _new_msg_id, now)
+        await check_target(engine, principal, msg.receiver_id, f"messages[{i}].receiver_id")
         _check_known(engine, msg.receiver_id, f"messages[{i}].receiver_id")
         record = _encode_checked(engine, msg, f"messages[{i}].")
         total = check_batch_bytes(total + len(record), cap, f"messages[{i}].payload")
@@ -274,15 +285,18 @@ def _batch_too_large(size: int, cap: int, field: str) -> InvalidInput:
 async def send_event(request: web.Request) -> web.Response:
     """Publish an event to every subscribed receiver; the count is this worker's current view."""
     engine = request.app[ENGINE]
-    return _json(await publish_event(engine, await read_json(request)), status=202)
+    return _json(await publish_event(engine, await read_json(request), principal_of(request)), status=202)
 
 
-async def publish_event(engine: Engine, body: Any) -> dict[str, Any]:
-    """Check an event (the API's and the UI's) and produce it; its id and how many receivers match."""
-    event = parse_event_spec(body, _new_event_id, time.time())
+async def publish_event(engine: Engine, body: Any, principal: Principal) -> dict[str, Any]:
+    """Check an event (the API's and the UI's) and produce it; its id and how many receivers match
+    (for a tenant token, how many of its tenant's: untenanted receivers get it too, uncounted)."""
+    event = parse_event_spec(scoped_event_body(principal, body), _new_event_id, time.time())
     check_payload_size(engine.settings, event.payload, "payload")
     record = check_record_size(engine.settings, encode_event(event), "body", "event")
-    receivers = await engine.count_subscribers(event.event_type, event.tenant, COUNT_SYNC_WAIT, event.payload)
+    receivers = await engine.count_subscribers(
+        event.event_type, event.tenant, COUNT_SYNC_WAIT, event.payload, own_only=not principal.admin
+    )
     await engine.produce_event(event.id, record)
     return {"id": event.id, "event_type": event.event_type, "receivers": receivers}
 
@@ -326,7 +340,7 @@ def _check_known(engine: Engine, receiver_id: str, field: str) -> None:
         return
     state = engine.receiver_state(receiver_id)
     if state is None:
-        raise InvalidInput(field, f"no receiver {receiver_id!r}", code="not_found", status=404)
+        raise not_found(receiver_id, field)
     if refuses_new(state, engine.settings.policy, 1):  # any message stores at least a byte
         raise InvalidInput(
             field,

@@ -14,6 +14,7 @@ from . import (
     receiver_ops,
     receiver_security,
     resend_ops,
+    token_ops,
     transform_ops,
 )
 from .engine import ENGINE, Engine
@@ -62,6 +63,9 @@ def setup_web(app: web.Application, engine: Engine) -> None:
     app.router.add_post("/v1/messages", api.send_message)
     app.router.add_post("/v1/messages/batch", api.send_batch)
     app.router.add_post("/v1/events", api.send_event)
+    app.router.add_post("/v1/tokens", token_ops.create_token)
+    app.router.add_get("/v1/tokens", token_ops.list_tokens)
+    app.router.add_delete("/v1/tokens/{token_id}", token_ops.revoke_token)
     setup_ui(app)  # the developer console under /ui/
 
 

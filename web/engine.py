@@ -18,6 +18,7 @@ from yarl import URL
 
 from dispatcher.domain.actor import Policy, ReceiverState
 from dispatcher.domain.records import Outcome, ReceiverConfig, Verification
+from dispatcher.domain.tokens import TokenRecord
 
 
 @dataclass(slots=True, frozen=True)
@@ -173,10 +174,31 @@ class Engine(Protocol):
         ...
 
     async def count_subscribers(
-        self, event_type: str, tenant: str | None, wait: float, payload: Any = None
+        self, event_type: str, tenant: str | None, wait: float, payload: Any = None, own_only: bool = False
     ) -> int:
         """Receivers an event would go to (their filters run over `payload`), once the subscriptions are
-        read up to now (at most `wait` s)."""
+        read up to now (at most `wait` s); `own_only`: only those of `tenant` (not untenanted ones)."""
+        ...
+
+    async def receiver_tenant(self, receiver_id: str, wait: float) -> tuple[bool, str | None]:
+        """Whether the receiver exists as every worker's copy of the subscriptions says, and its tenant;
+        an id not found there is looked for again once they are read up to now (at most `wait` s)."""
+        ...
+
+    # tenant tokens (every worker holds every token's record) -------------------------------------
+
+    async def find_token(self, token_id: str, wait: float) -> TokenRecord | None:
+        """The token's record; an id not found is looked for again once the tokens are read up to now
+        (at most `wait` s), so a token minted on another worker a moment ago is found."""
+        ...
+
+    async def store_token(self, record: TokenRecord) -> TokenRecord:
+        """Write a minted or revoked token's record; once the broker has it, this worker's book has it
+        (the others' once their feed reads it). The record as the book keeps it."""
+        ...
+
+    async def list_tokens(self, wait: float) -> list[TokenRecord]:
+        """Every token's record in id order, once the tokens are read up to now (at most `wait` s)."""
         ...
 
     # requests to a receiver's endpoint -----------------------------------------------------------

@@ -1,9 +1,11 @@
-"""Errors as `{"error": {"code", "field", "message"}}`, and bearer-token auth on /v1."""
+"""Errors as `{"error": {"code", "field", "message"}}`, and bearer-token auth on /v1: the admin token
+(`DISPATCHER_API_TOKEN`) or a tenant token (dispatcher/domain/tokens.py, web/scopes.py)."""
 
 from __future__ import annotations
 
 import hmac
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 
@@ -11,6 +13,10 @@ import orjson
 from aiohttp import web
 
 from dispatcher.domain.errors import InvalidInput
+from dispatcher.domain.tokens import ADMIN, Principal, parse_token, refusal
+
+from .engine import ENGINE
+from .scopes import ADMIN_ONLY, PRINCIPAL, route_access
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -74,15 +80,58 @@ def bearer_authorized(request: web.Request, token: str) -> bool:
     return hmac.compare_digest(given, expected)
 
 
+TOKEN_WAIT = 2.0  # s an unknown token id waits for the tokens to be read up to now (minted elsewhere)
+UNAUTHORIZED = "missing or wrong bearer token"
+
+
 def auth_middleware(token: str) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
-    """Require `Authorization: Bearer <token>` on every /v1 call."""
+    """Require a bearer token on every /v1 call: the admin `token`, or a tenant token, which reaches only
+    the routes web/scopes.py lets it (403 on the others) and its own tenant's receivers there."""
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if (request.path.startswith("/v1/") or request.path == "/v1") and not bearer_authorized(
-            request, token
-        ):
-            return error_response(401, "unauthorized", "missing or wrong bearer token", "Authorization")
+        if not (request.path.startswith("/v1/") or request.path == "/v1"):
+            return await handler(request)
+        principal, why = await authenticate(request, token)
+        if principal is None:
+            return error_response(401, "unauthorized", why, "Authorization")
+        if not principal.admin and route_access(request) == ADMIN_ONLY:
+            log.warning("refused %s %s: %s: the call is for the admin token only",
+                        request.method, request.path, principal.describe())
+            return error_response(403, "forbidden", f"a tenant token (tenant {principal.tenant!r}) cannot "
+                                  "make this call: it needs the admin token", "Authorization")
+        request[PRINCIPAL] = principal
         return await handler(request)
 
     return check
+
+
+async def authenticate(request: web.Request, admin_token: str) -> tuple[Principal | None, str]:
+    """Who the bearer token says calls, or None and why not (the 401's message)."""
+    if bearer_authorized(request, admin_token):
+        return ADMIN, ""
+    given = request.headers.get("Authorization", "")
+    if not given.startswith("Bearer "):
+        return None, UNAUTHORIZED
+    return await tenant_principal(request.app, given[7:], f"{request.method} {request.path}")
+
+
+async def tenant_principal(app: web.Application, presented: str, where: str) -> tuple[Principal | None, str]:
+    """The tenant token `presented` (to the API or the console's login), or None and why not.
+
+    Found by its id and checked by the hash of its secret; a refusal is logged with the token's id and
+    tenant, never its secret. Only a caller holding the right secret is told that its token was
+    revoked or has expired.
+    """
+    parsed = parse_token(presented)
+    if parsed is None:
+        return None, UNAUTHORIZED
+    token_id, secret = parsed
+    record = await app[ENGINE].find_token(token_id, TOKEN_WAIT)
+    why = refusal(record, secret, time.time())
+    if not why:
+        assert record is not None
+        return Principal(record.tenant, record.id), ""
+    tenant = record.tenant if record is not None else "?"
+    log.warning("refused %s: token_id=%s tenant=%s: %s", where, token_id, tenant, why)
+    return None, f"this token is {why}" if why in ("revoked", "expired") else UNAUTHORIZED

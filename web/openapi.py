@@ -350,7 +350,42 @@ SCHEMAS: dict[str, Any] = {
             "url": nullable(STR),
         },
     },
+    "TokenCreate": {
+        "type": "object",
+        "required": ["tenant"],
+        "additionalProperties": False,
+        "properties": {
+            "tenant": {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,128}$"},
+            "name": {"type": "string", "maxLength": 100, "description": "for people: what the token is for"},
+            "expires_at": {
+                "oneOf": [{"type": "number", "minimum": 0}, STR],
+                "description": "unix seconds or RFC 3339 with an offset, in the future; none: never expires",
+            },
+        },
+    },
+    "Token": {
+        "type": "object",
+        "description": "A tenant token as listed: never its secret nor the secret's hash. `prefix` (the "
+        "token's first characters) and `last4` (its last four) tell tokens apart.",
+        "required": ["id", "tenant", "name", "created_at", "expires_at", "revoked_at", "prefix", "last4",
+                     "status"],
+        "properties": {
+            "id": STR, "tenant": STR, "name": STR, "created_at": NUM, "expires_at": nullable(NUM),
+            "revoked_at": nullable(NUM), "prefix": STR, "last4": STR,
+            "status": {"enum": ["active", "revoked", "expired"]},
+            "token": {"type": "string", "description": "the plaintext token: in the mint's answer only"},
+        },
+    },
 }
+
+TENANT_TOKENS = (
+    "Every /v1 call takes the admin token (DISPATCHER_API_TOKEN) or a tenant token (`wdt_...`, minted "
+    "with POST /v1/tokens). A tenant token reaches only its tenant's receivers: the list shows them only, "
+    "another tenant's receiver answers 404 as an unknown one does (on every receiver route, and for a "
+    "message sent to it), a receiver it creates gets its tenant (another in `tenant` is a 403, and a PATCH "
+    "cannot change or clear it), and an event it publishes gets its tenant (another is a 403). Token "
+    "management is for the admin token only (403)."
+)
 
 
 READY = {
@@ -370,8 +405,10 @@ def answer(description: str, schema: dict[str, Any] | None = None) -> dict[str, 
 def errors(*statuses: int) -> dict[str, Any]:
     why = {
         400: "invalid JSON",
-        401: "no or wrong token",
-        404: "not found",
+        401: "no or wrong token (a tenant token also: revoked or expired)",
+        403: "a tenant token may not do this (`field` Authorization: the call needs the admin token; "
+        "`tenant`: another tenant)",
+        404: "not found (for a tenant token, another tenant's receiver too)",
         409: "conflict",
         410: "gone (past retention)",
         413: "too large",
@@ -455,6 +492,9 @@ OPERATION_IDS: dict[tuple[str, str], str] = {
     ("/v1/messages", "post"): "sendMessage",
     ("/v1/messages/batch", "post"): "sendMessageBatch",
     ("/v1/events", "post"): "publishEvent",
+    ("/v1/tokens", "get"): "listTokens",
+    ("/v1/tokens", "post"): "createToken",
+    ("/v1/tokens/{token_id}", "delete"): "revokeToken",
 }
 
 
@@ -505,7 +545,7 @@ def build() -> dict[str, Any]:
                             "receivers": {"type": "array", "items": OBJ}, "next_cursor": nullable(STR),
                         },
                     })},
-                    fail=(401, 422, 503),
+                    fail=(401, 403, 422, 503),
                 ),
                 "parameters": [
                     {"name": "tenant", "in": "query", "schema": STR},
@@ -522,7 +562,7 @@ def build() -> dict[str, Any]:
                 "create, or replace an existing id",
                 {"201": answer("created", ref("Receiver")), "200": answer("replaced", ref("Receiver"))},
                 method_body=body(ref("ReceiverCreate")),
-                fail=(400, 401, 409, 422, 503, 504),
+                fail=(400, 401, 403, 409, 422, 503, 504),
             )
         },
         "/v1/receivers/{receiver_id}": {
@@ -534,7 +574,7 @@ def build() -> dict[str, Any]:
                 "change the named fields",
                 {"200": answer("changed", ref("Receiver"))},
                 method_body=body(ref("ReceiverPatch")),
-                fail=(400, 401, 404, 409, 422, 503, 504),
+                fail=(400, 401, 403, 404, 409, 422, 503, 504),
             ),
             "delete": receiver_op(
                 "dead-letter the backlog and remove the receiver",
@@ -820,6 +860,40 @@ def build() -> dict[str, Any]:
                 "the batch is over its byte cap.",
             )
         },
+        "/v1/tokens": {
+            "get": {
+                **receiver_op(
+                    "tenant tokens (admin token only), revoked and expired ones too, in the order minted",
+                    {"200": answer("the tokens", {
+                        "type": "object", "required": ["tokens"],
+                        "properties": {"tokens": {"type": "array", "items": ref("Token")}},
+                    })},
+                    fail=(401, 403, 422),
+                    description="Never a secret nor its hash: the plaintext token is shown only when minted.",
+                ),
+                "parameters": [{"name": "tenant", "in": "query", "schema": STR,
+                                "description": "that tenant's tokens only"}],
+            },
+            "post": receiver_op(
+                "mint a tenant token (admin token only); the answer's `token` is shown this once",
+                {"201": answer("minted: the record and its `token`", ref("Token"))},
+                method_body=body(ref("TokenCreate")),
+                fail=(400, 401, 403, 422),
+                description="Only the SHA-256 of the token's secret is stored; keep the `token` from this "
+                "answer, as nothing shows it again. Any worker takes it at once.",
+            ),
+        },
+        "/v1/tokens/{token_id}": {
+            "parameters": [{"name": "token_id", "in": "path", "required": True, "schema": STR}],
+            "delete": receiver_op(
+                "revoke a tenant token for good (admin token only)",
+                {"200": answer("revoked (also when it already was)", ref("Token"))},
+                fail=(401, 403, 404),
+                description="The worker that answers refuses the token from this answer on; the other "
+                "workers once the revocation reaches them (normally within 100 ms). Sessions of the "
+                "console opened with it end too.",
+            ),
+        },
         "/v1/events": {
             "post": receiver_op(
                 "publish an event to every subscribed receiver",
@@ -834,7 +908,7 @@ def build() -> dict[str, Any]:
                     )
                 },
                 method_body=body(ref("Event")),
-                fail=(400, 401, 413, 422),
+                fail=(400, 401, 403, 413, 422),
                 description="413 `too_large`: field `payload` when the payload, as JSON, is over "
                 "DISPATCHER_MAX_PAYLOAD bytes; field `body` when the whole event would not fit in a record.",
             )
@@ -855,7 +929,8 @@ def build() -> dict[str, Any]:
         "info": {
             "title": "webhook-dispatcher",
             "version": "1",
-            "description": 'Signed, ordered webhook delivery. Errors are {"error": {code, field, message}}.',
+            "description": 'Signed, ordered webhook delivery. Errors are {"error": {code, field, message}}. '
+            + TENANT_TOKENS,
         },
         "components": {
             "schemas": SCHEMAS,

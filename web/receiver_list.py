@@ -16,7 +16,7 @@ import asyncio
 import heapq
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -28,11 +28,13 @@ from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.ids import check_id
 from dispatcher.domain.receiver_spec import public_view
 from dispatcher.domain.subscriptions import check_tenant, matches, parse_pattern
+from dispatcher.domain.tokens import scoped_tenant
 
 from .api import _json
 from .engine import ENGINE, Engine
 from .receiver_ops import MAX_LIST, _int_param
 from .routing import FORWARDED
+from .scopes import principal_of
 
 
 @dataclass(slots=True, frozen=True)
@@ -151,8 +153,10 @@ def _summary(engine: Engine, state: ReceiverState, now: float) -> dict[str, Any]
 
 
 async def list_receivers(request: web.Request) -> web.Response:
+    """A tenant token's list is its tenant's receivers (each worker asked applies the same token)."""
     engine = request.app[ENGINE]
     filters = parse_filters(request.query)
+    filters = replace(filters, tenant=scoped_tenant(principal_of(request), filters.tenant, "lists receivers"))
     after = request.query.get("cursor", "")
     if after:
         check_id(after, "cursor")

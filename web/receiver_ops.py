@@ -31,6 +31,7 @@ from dispatcher.domain.window import parked
 from .api import _json, poll_state, read_json, subscription_published, wait_applied
 from .engine import ENGINE, Engine
 from .routing import owner_routed, require_sure_ownership
+from .scopes import not_found
 
 MAX_LIST = 1000
 MAX_REPLAY = 10_000
@@ -51,7 +52,7 @@ def receiver_here(engine: Engine, receiver_id: str) -> ReceiverState:
         raise InvalidInput("receiver_id", "the owner of this receiver is moving (rebalance); retry",
                            code="unavailable", status=503)
     if state is None:
-        raise InvalidInput("receiver_id", f"no receiver {rid!r}", code="not_found", status=404)
+        raise not_found(rid)
     return state
 
 

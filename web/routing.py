@@ -11,18 +11,21 @@ from aiohttp import web
 from dispatcher.domain.errors import InvalidInput
 
 from .engine import ENGINE, Engine
+from .scopes import check_visible, principal_of
 
 FORWARDED = "x-dispatcher-forwarded"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def owner_routed(handler: Handler) -> Handler:
-    """Run `handler` here if this worker owns `{receiver_id}`, else proxy to the owner."""
+    """Run `handler` here if this worker owns `{receiver_id}`, else proxy to the owner; here, another
+    tenant's receiver is 404 to a tenant token (the owner holds the receiver's tenant)."""
 
     async def routed(request: web.Request) -> web.StreamResponse:
         engine = request.app[ENGINE]
         receiver_id = request.match_info["receiver_id"]
         if engine.is_local(receiver_id):
+            check_visible(engine, principal_of(request), receiver_id)
             return await handler(request)
         return await forward_to_owner(engine, request, receiver_id)
 

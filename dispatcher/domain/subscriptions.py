@@ -118,6 +118,14 @@ class SubscriptionIndex:
         key = receiver_id.encode()
         return key in self._subscriptions or key in self._root.tail.get(None, ())
 
+    def tenant_of(self, receiver_id: str) -> tuple[str | None] | None:
+        """(the receiver's tenant,) for a subscribed receiver; None for an id the index does not hold."""
+        key = receiver_id.encode()
+        shape = self._subscriptions.get(key)
+        if shape is not None:
+            return (shape[1],)
+        return (None,) if key in self._root.tail.get(None, ()) else None
+
     def put(self, receiver_id: str, patterns: Iterable[str], tenant: str | None = None,
             content_filter: dict[str, Any] | None = None) -> None:
         """Subscribe (or re-subscribe) a receiver; no patterns means every type.

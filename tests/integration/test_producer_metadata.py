@@ -17,7 +17,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from dispatcher.broker import EmbeddedBroker
 from dispatcher.overrides.producer import TopicTrackingProducer, _Producer
 from dispatcher.settings import Settings
-from dispatcher.topology import build_topology
+from dispatcher.topology import TOKEN_PARTITIONS, build_topology
 from tests.harness import Api, WorkerProcess, create_topic, new_app_id
 
 # The record must still be queued when the new topic's metadata arrives (a round trip on loopback).
@@ -55,14 +55,16 @@ async def test_a_queued_record_leaves_when_the_producer_first_sends_to_a_new_top
 async def test_a_worker_declares_the_topics_it_only_produces_to_before_sending_there(
     make_module_worker: Callable[..., WorkerProcess], broker: EmbeddedBroker
 ) -> None:
-    """The dead letters' and the subscriptions' topics get the app's partition count, not whatever a
-    broker's auto-create would give them (or refuse): a receiver created the moment the worker is
-    ready (its subscription record sent at once) must not have the broker make the topic."""
+    """The dead letters' and the subscriptions' topics get the app's partition count, and the tokens'
+    its one partition, not whatever a broker's auto-create would give them (or refuse): a receiver
+    created (its subscription record sent at once) or a token minted the moment the worker is ready
+    must not have the broker make the topic."""
     worker = make_module_worker()
     await worker.wait_ready()
     api = Api(worker.url)
     try:
         await api.create_receiver("http://127.0.0.1:9/hook", id="at-once", event_types=["t.x"])
+        assert (await api.call("POST", "/v1/tokens", {"tenant": "acme"}))[0] == 201
     finally:
         await api.close()
     admin = AIOKafkaAdminClient(bootstrap_servers=broker.url.removeprefix("kafka://"))
@@ -72,5 +74,7 @@ async def test_a_worker_declares_the_topics_it_only_produces_to_before_sending_t
             [described] = await admin.describe_topics([f"{worker.app_id}.{name}"])
             partitions = {p["partition"] for p in described.get("partitions") or ()}
             assert partitions == set(range(Settings().partitions)), name
+        [tokens] = await admin.describe_topics([f"{worker.app_id}.tokens"])
+        assert {p["partition"] for p in tokens.get("partitions") or ()} == set(range(TOKEN_PARTITIONS))
     finally:
         await admin.close()

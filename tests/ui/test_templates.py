@@ -14,7 +14,7 @@ from web.ui.filters import when, window_reason
 
 HOSTILE = '<script>window.pwned=1</script><img src=x onerror="window.pwned=1">'
 NOW = 1_790_000_000.0
-COMMON = {"csrf": "csrf-token", "own_url": "http://127.0.0.1:8080", "path": "/ui/"}
+COMMON = {"csrf": "csrf-token", "own_url": "http://127.0.0.1:8080", "path": "/ui/", "tenant": ""}
 
 
 def attempt(n: int, ok: bool) -> dict[str, Any]:

@@ -13,11 +13,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from dispatcher.domain.errors import InvalidInput
+from dispatcher.domain.tokens import ADMIN
 from dispatcher.settings import Settings
 from dispatcher.web_port import web_settings
 from web import api
 from web.engine import ENGINE
 from web.middleware import errors_middleware
+from web.scopes import PRINCIPAL
 
 KIB = 1024
 
@@ -68,7 +70,7 @@ class Owner:
         self.produced += records
 
     async def count_subscribers(
-        self, event_type: str, tenant: str | None, wait: float, payload: Any = None
+        self, event_type: str, tenant: str | None, wait: float, payload: Any = None, own_only: bool = False
     ) -> int:
         return 0
 
@@ -76,10 +78,17 @@ class Owner:
         self.produced.append((event_id, record))
 
 
+@web.middleware
+async def as_admin(request: web.Request, handler: Any) -> web.StreamResponse:
+    """What the auth middleware sets for a call with the admin token (test_api_auth.py tests it)."""
+    request[PRINCIPAL] = ADMIN
+    return await handler(request)
+
+
 @asynccontextmanager
 async def serving(settings: Settings) -> AsyncIterator[tuple[TestClient, Owner]]:
     owner = Owner(settings)
-    app = web.Application(middlewares=[errors_middleware], client_max_size=1 << 20)
+    app = web.Application(middlewares=[errors_middleware, as_admin], client_max_size=1 << 20)
     app[ENGINE] = owner  # type: ignore[assignment]
     app.router.add_post("/v1/messages/batch", api.send_batch)
     app.router.add_post("/v1/messages", api.send_message)

@@ -39,7 +39,7 @@ def operations() -> dict[str, tuple[str, str]]:
 def test_every_operation_has_a_unique_camel_case_id() -> None:
     ids = [op["operationId"] for ops in build()["paths"].values()
            for method, op in ops.items() if method != "parameters"]
-    assert len(ids) == len(set(ids)) == 29
+    assert len(ids) == len(set(ids)) == 32
     assert all(re.fullmatch(r"[a-z]+(?:[A-Z][a-z]*)+", i) for i in ids), ids
 
 
@@ -92,7 +92,7 @@ class Recorder:
         self.raw_paths.append(request.raw_path.partition("?")[0])
         status, answer, kind = self.next_answers.pop(0) if self.next_answers else self.answer
         if not answer:
-            answer = orjson.dumps({"status": "ready", "id": "x", "attempts": [], "ids": []})
+            answer = orjson.dumps({"status": "ready", "id": "x", "attempts": [], "ids": [], "tokens": []})
         return web.Response(status=status, body=answer, content_type=kind)
 
 
@@ -114,6 +114,7 @@ async def recorder() -> AsyncIterator[Recorder]:
 ARGS = {
     "receiver_id": "r1", "message_id": "m1", "url": "https://example.com/hook", "event_type": "t.x",
     "payload": {"n": 1}, "since": 0, "messages": [{"receiver_id": "r1", "event_type": "t.x", "payload": {}}],
+    "tenant": "acme", "token_id": "t1",
 }
 
 
@@ -324,7 +325,7 @@ async def test_every_id_is_sent_as_one_encoded_path_segment(recorder: Recorder, 
             method = getattr(client, name)
             required = [p for p in inspect.signature(method).parameters.values()
                         if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD]
-            args = {**ARGS, "receiver_id": hostile, "message_id": hostile}
+            args = {**ARGS, "receiver_id": hostile, "message_id": hostile, "token_id": hostile}
             await method(*(args[p.name] for p in required))
             path = recorder.raw_paths[-1]
             assert recorder.calls[-1][0] == verb
@@ -473,3 +474,45 @@ def test_a_filter_option_that_is_not_an_object_is_refused(capsys: pytest.Capture
     with pytest.raises(SystemExit) as info:
         parser.parse_args(["receivers", "create", "https://e.com", "--filter", "[1]"])
     assert info.value.code == 2 and "argument --filter: must be a JSON object" in capsys.readouterr().err
+
+
+MINTED = {"id": "01JD3Q7ZK8W4G2M5N6P7R8S9TV", "tenant": "acme", "name": "ci", "status": "active",
+          "last4": "abcd", "prefix": "wdt_01JD3Q7ZK8W4G2M5N6P7R8S9TV_", "created_at": 1.0, "expires_at": None,
+          "revoked_at": None}
+
+
+async def test_tokens_create_shows_the_token_once_and_quiet_prints_only_it(
+    recorder: Recorder, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_env(monkeypatch, recorder.url)
+    token = "wdt_01JD3Q7ZK8W4G2M5N6P7R8S9TV_" + "s" * 39 + "abcd"
+    recorder.answer = (201, orjson.dumps({**MINTED, "token": token}), "application/json")
+    args = api_parser().parse_args(["tokens", "create", "--tenant", "acme", "--name", "ci",
+                                    "--expires-at", "2030-01-01T00:00:00Z", "-q"])
+    assert await asyncio.to_thread(run_api_command, args) == 0
+    assert capsys.readouterr() == (token + "\n", "")
+    assert recorder.calls[-1] == ("POST", "/v1/tokens", {}, {
+        "tenant": "acme", "name": "ci", "expires_at": "2030-01-01T00:00:00Z"})
+    args = api_parser().parse_args(["tokens", "create", "--tenant", "acme"])
+    assert await asyncio.to_thread(run_api_command, args) == 0
+    out, err = capsys.readouterr()
+    assert token in out and err == "note: the token is shown only in this answer; keep it\n"
+    assert recorder.calls[-1][3] == {"tenant": "acme"}
+
+
+async def test_tokens_list_and_revoke(
+    recorder: Recorder, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_env(monkeypatch, recorder.url)
+    recorder.answer = (200, orjson.dumps({"tokens": [MINTED]}), "application/json")
+    args = api_parser().parse_args(["tokens", "list", "--tenant", "acme"])
+    assert await asyncio.to_thread(run_api_command, args) == 0
+    out, _ = capsys.readouterr()
+    assert "01JD3Q7ZK8W4G2M5N6P7R8S9TV" in out and "active" in out and "abcd" in out
+    assert recorder.calls[-1][:3] == ("GET", "/v1/tokens", {"tenant": "acme"})
+    revoked = {**MINTED, "status": "revoked", "revoked_at": 2.0}
+    recorder.answer = (200, orjson.dumps(revoked), "application/json")
+    args = api_parser().parse_args(["tokens", "revoke", MINTED["id"], "--field", "status"])
+    assert await asyncio.to_thread(run_api_command, args) == 0
+    assert capsys.readouterr().out == "revoked\n"
+    assert recorder.calls[-1][:2] == ("DELETE", f"/v1/tokens/{MINTED['id']}")

@@ -18,9 +18,10 @@ def test_a_cluster_gets_replicated_topics_with_min_insync() -> None:
     assert faust_config(settings, [])["topic_replication_factor"] == 3
     topology = build_topology(settings, [])
     topics = [topology.requests, topology.commands, topology.dead_letters, topology.subscriptions,
-              topology.events]
+              topology.events, topology.tokens]
     assert all(t.config == {"min.insync.replicas": "2"} for t in topics)
     assert topology.subscriptions.compacting is True
+    assert topology.tokens.compacting is True and topology.tokens.partitions == 1
     changelog = topology.actors.changelog_topic
     assert changelog.config == {"min.insync.replicas": "2"}
     assert changelog.compacting is True

@@ -5,7 +5,10 @@ from __future__ import annotations
 import aiohttp_jinja2
 from aiohttp import web
 
+from dispatcher.domain.tokens import ADMIN
+
 from ..engine import ENGINE
+from ..middleware import tenant_principal
 from .guard import UI_THROTTLE, Ui, safe_next, see_other, session_keys
 from .session import COOKIE
 
@@ -22,25 +25,31 @@ def _login_page(request: web.Request, status: int, error: str, next_path: str = 
 
 
 async def login(request: web.Request) -> web.StreamResponse:
-    """A good token always sets the session cookie; bad ones from one address are slowed down."""
+    """A good token (the admin's, or a tenant token: a session of its tenant) always sets the session
+    cookie; bad ones from one address are slowed down."""
     keys, throttle = session_keys(request), request.app[UI_THROTTLE]
     form = await request.post()
     next_path = str(form.get("next", "/ui/"))
     address = request.remote or "?"
-    if not keys.token_ok(str(form.get("token", "")), request.app[ENGINE].settings.api_token):
-        # Only wrong tokens are slowed: behind an ingress many users share one address, and a
-        # stranger's bad guesses must not lock out whoever holds the token.
+    # Only wrong tokens are slowed: behind an ingress many users share one address, and a
+    # stranger's bad guesses must not lock out whoever holds the token.
+    given = str(form.get("token", ""))
+    principal = ADMIN if keys.token_ok(given, request.app[ENGINE].settings.api_token) else None
+    if principal is None:  # a tenant token? (its 256-bit secret needs no throttle; the admin token may)
+        principal, _ = await tenant_principal(request.app, given, "console login")
+    if principal is None:
         wait = throttle.wait_for(address)
         if wait > 0:
             why = f"Too many failed logins: wait {wait:.0f} s and try again."
             return _login_page(request, 429, why, next_path)
         throttle.failed(address)
-        return _login_page(request, 401, "That is not the API token.", next_path)
+        why = "That is not the API token. (A tenant token works too, unless revoked or expired.)"
+        return _login_page(request, 401, why, next_path)
     throttle.succeeded(address)
     response = see_other(safe_next(next_path))
     response.set_cookie(
-        COOKIE, keys.issue(), max_age=int(keys.ttl), path="/ui", httponly=True, samesite="Strict",
-        secure=secure_request(request),
+        COOKIE, keys.issue(principal.token_id or ""), max_age=int(keys.ttl), path="/ui", httponly=True,
+        samesite="Strict", secure=secure_request(request),
     )
     return response
 

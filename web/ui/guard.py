@@ -1,9 +1,13 @@
 """Every console page goes through `page`: a session or the login page, the CSRF token on every
-POST, the owner answering per-receiver pages, errors as HTML, and strict headers on all of /ui."""
+POST, the owner answering per-receiver pages, errors as HTML, and strict headers on all of /ui.
+
+A session opened with a tenant token carries its principal: the owner of a receiver answers 404 for
+another tenant's (web/scopes.py, as the API does), and a token revoked or expired ends the session."""
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -13,9 +17,12 @@ from aiohttp import web
 from yarl import URL
 
 from dispatcher.domain.errors import InvalidInput
+from dispatcher.domain.tokens import ADMIN, Principal, status
 
 from ..engine import ENGINE, Engine
+from ..middleware import TOKEN_WAIT
 from ..routing import FORWARDED
+from ..scopes import check_visible
 from .session import COOKIE, LoginThrottle, Session, SessionKeys
 
 UI_THROTTLE: web.AppKey[LoginThrottle] = web.AppKey("ui_throttle")
@@ -35,16 +42,18 @@ SECURITY_HEADERS = {
 
 @dataclass(slots=True)
 class Ui:
-    """One console request: the engine, the session and its CSRF token."""
+    """One console request: the engine, the session, its CSRF token and who it acts for."""
 
     request: web.Request
     engine: Engine
     session: Session
     csrf: str
     form: dict[str, str]
+    principal: Principal = ADMIN
 
     def render(self, template: str, status: int = 200, **context: Any) -> web.Response:
-        context.update(csrf=self.csrf, own_url=str(self.engine.own_url()), path=self.request.path)
+        context.update(csrf=self.csrf, own_url=str(self.engine.own_url()), path=self.request.path,
+                       tenant=self.principal.tenant or "")
         return aiohttp_jinja2.render_template(template, self.request, context, status=status)
 
     def field(self, name: str, default: str = "") -> str:
@@ -86,7 +95,8 @@ def page(handler: PageHandler, owned: bool = False) -> Callable[[web.Request], A
     async def run(request: web.Request) -> web.StreamResponse:
         keys, engine = session_keys(request), request.app[ENGINE]
         session = keys.check(request.cookies.get(COOKIE))
-        if session is None:
+        principal = await session_principal(engine, session) if session is not None else None
+        if session is None or principal is None:
             return _to_login(request)
         form: dict[str, str] = {}
         if request.method == "POST":
@@ -94,15 +104,28 @@ def page(handler: PageHandler, owned: bool = False) -> Callable[[web.Request], A
             form = {k: v for k, v in posted.items() if isinstance(v, str)}
             if not keys.csrf_ok(session, form.get("csrf", "")):
                 return _error(request, 403, "csrf", "missing or wrong CSRF token: reload the page and retry")
-        ui = Ui(request, engine, session, keys.csrf(session), form)
+        ui = Ui(request, engine, session, keys.csrf(session), form, principal)
         try:
             if owned and not engine.is_local(request.match_info["receiver_id"]):
                 return await forward_ui(engine, request, request.match_info["receiver_id"])
+            if owned:
+                check_visible(engine, principal, request.match_info["receiver_id"])
             return await handler(ui)
         except InvalidInput as exc:
             return ui.render("error.html", status=exc.status, error=exc)
 
     return run
+
+
+async def session_principal(engine: Engine, session: Session) -> Principal | None:
+    """Who the session acts for: the admin, or its tenant token while that is neither revoked nor
+    expired (None: the session is over)."""
+    if not session.token_id:
+        return ADMIN
+    record = await engine.find_token(session.token_id, TOKEN_WAIT)
+    if record is None or status(record, time.time()) != "active":
+        return None
+    return Principal(record.tenant, record.id)
 
 
 def session_keys(request: web.Request) -> SessionKeys:

@@ -20,7 +20,7 @@ from ..engine import ENGINE, Engine
 from ..middleware import bearer_authorized, error_response
 from ..receiver_list import merged_page, parse_filters
 from .charts import activity_bars
-from .guard import Ui
+from .guard import Ui, see_other
 
 PAGE = 50  # receivers a page
 FILL_SECONDS = 1.0  # a search that matches nothing yet reads on this long before it shows an empty page
@@ -32,6 +32,8 @@ async def receivers(ui: Ui) -> web.StreamResponse:
     """Search (id or URL), tenant, event type and status filters, a cursor page at a time."""
     wanted = {"search": ui.field("q"), "tenant": ui.field("tenant"), "event_type": ui.field("event_type"),
               "status": ui.field("status")}
+    if not ui.principal.admin:  # a tenant's session lists its tenant's receivers, whatever the form says
+        wanted["tenant"] = ui.principal.tenant or ""
     query = {k: v for k, v in wanted.items() if v}
     filters = parse_filters(query)
     cursor = ui.field("cursor")
@@ -59,7 +61,10 @@ def _bearer(engine: Engine) -> str:
 
 async def overview(ui: Ui) -> web.StreamResponse:
     """Workers, readiness and partitions; attempts per minute; receivers by status; the oldest
-    undelivered messages; dead letters of the last hour."""
+    undelivered messages; dead letters of the last hour. Figures of every tenant: a tenant's session
+    goes to its receivers instead."""
+    if not ui.principal.admin:
+        return see_other("/ui/receivers")
     engine = ui.engine
     urls = engine.worker_urls() or [engine.own_url()]
     workers, summaries = await asyncio.gather(

@@ -115,7 +115,7 @@ async def send_test(ui: Ui) -> web.StreamResponse:
         raise InvalidInput("payload", f"is not JSON: {exc}") from None
     event_type = ui.field("event_type") or "webhook.test"
     body = {"receiver_id": _rid(ui), "event_type": event_type, "payload": payload}
-    sent = await accept_message(ui.engine, body)
+    sent = await accept_message(ui.engine, body, ui.principal)
     return _back(ui, "sent", message_id=sent["id"])
 
 

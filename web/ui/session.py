@@ -3,7 +3,9 @@
 The cookie's key is derived from the API token, so every worker checks a session
 any other worker issued (no shared store), and changing the token ends every
 session. The cookie holds an expiry and a random nonce, signed; the CSRF token is
-the nonce signed under another label, so it is bound to the session.
+the nonce signed under another label, so it is bound to the session. A session
+opened with a tenant token also holds the token's id (never its secret), so each
+page is scoped to its tenant, and a revoked token ends its sessions.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ def _b64(raw: bytes) -> str:
 class Session:
     nonce: str
     expires: int
+    token_id: str = ""  # the tenant token it was opened with ("": the admin token)
 
 
 class SessionKeys:
@@ -43,23 +46,23 @@ class SessionKeys:
     def _mac(self, label: str, text: str) -> str:
         return _b64(hmac.new(self._key, f"{label}:{text}".encode(), hashlib.sha256).digest())
 
-    def issue(self) -> str:
-        """A new session's cookie value."""
+    def issue(self, token_id: str = "") -> str:
+        """A new session's cookie value (`token_id`: opened with that tenant token)."""
         expires = int(self._clock() + self.ttl)
-        body = f"{expires}.{secrets.token_urlsafe(18)}"
+        body = f"{expires}.{secrets.token_urlsafe(18)}" + (f".{token_id}" if token_id else "")
         return f"{body}.{self._mac('session', body)}"
 
     def check(self, cookie: str | None) -> Session | None:
         """The session `cookie` carries, if it is signed here and not expired."""
-        if not cookie or not self._key or cookie.count(".") != 2:
+        if not cookie or not self._key or cookie.count(".") not in (2, 3):
             return None
         body, mac = cookie.rsplit(".", 1)
         if not hmac.compare_digest(mac.encode(), self._mac("session", body).encode()):
             return None
-        expires, nonce = body.split(".")
-        if not expires.isdigit() or int(expires) <= self._clock():
+        expires, nonce, *token = body.split(".")
+        if not expires.isdigit() or int(expires) <= self._clock() or token == [""]:
             return None
-        return Session(nonce, int(expires))
+        return Session(nonce, int(expires), token[0] if token else "")
 
     def csrf(self, session: Session) -> str:
         return self._mac("csrf", session.nonce)

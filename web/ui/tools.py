@@ -12,6 +12,7 @@ from yarl import URL
 
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.ids import check_id
+from dispatcher.domain.tokens import may_see
 
 from ..api import publish_event
 from .guard import Ui, see_other
@@ -41,7 +42,8 @@ async def lookup(ui: Ui) -> web.StreamResponse:
 
 
 async def publish(ui: Ui) -> web.StreamResponse:
-    """Publish an event to every matching receiver; the page says how many matched."""
+    """Publish an event to every matching receiver; the page says how many matched (a tenant's session
+    publishes its tenant's events, as its token would)."""
     form = {"event_type": ui.field("event_type"), "tenant": ui.field("tenant"),
             "payload": ui.field("payload") or "{}"}
     result = None
@@ -53,7 +55,7 @@ async def publish(ui: Ui) -> web.StreamResponse:
         body: dict[str, Any] = {"event_type": form["event_type"], "payload": payload}
         if form["tenant"]:
             body["tenant"] = form["tenant"]
-        result = await publish_event(ui.engine, body)
+        result = await publish_event(ui.engine, body, ui.principal)
     return ui.render("publish.html", form=form, result=result)
 
 
@@ -82,7 +84,7 @@ async def tail_stream(ui: Ui) -> web.StreamResponse:
                 break
             after, found = waiting.result()
             lines = [f"data: {orjson.dumps(_row(a)).decode()}\n\n" for a in found
-                     if not only or a["receiver_id"] == only]
+                     if (not only or a["receiver_id"] == only) and await _visible(ui, a["receiver_id"])]
             try:
                 await response.write("".join(lines).encode() if lines else b": keep-alive\n\n")
             except ConnectionError:
@@ -92,6 +94,14 @@ async def tail_stream(ui: Ui) -> web.StreamResponse:
         if waiting is not None:
             waiting.cancel()
     return response
+
+
+async def _visible(ui: Ui, receiver_id: str) -> bool:
+    """A tenant's session tails its tenant's receivers only (their tenant from the subscriptions)."""
+    if ui.principal.admin:
+        return True
+    known, tenant = await ui.engine.receiver_tenant(receiver_id, 0.0)
+    return known and may_see(ui.principal, tenant)
 
 
 def _row(attempt: dict[str, Any]) -> dict[str, Any]:
