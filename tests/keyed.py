@@ -34,8 +34,10 @@ class KeyedReceiver(Receiver):
         self.most_open = 0  # requests open at once, counted as each arrives
 
     async def _behave(self, path: str, delivery: Delivery) -> int:
-        key = str(orjson.loads(delivery.body)["data"]["k"])
         seq = delivery.seq
+        if not seq:  # a ping (an open circuit's probe): no message, no key
+            return 200
+        key = str(orjson.loads(delivery.body)["data"]["k"])
         self.key_of[(path, seq)] = key
         done = self.ok_seqs.setdefault((path, key), set())
         # Every earlier seq of this key that this receiver has seen must be answered already.
@@ -68,7 +70,7 @@ class KeyedReceiver(Receiver):
         bad: list[str] = []
         seen: set[str] = set()
         for d in self.deliveries:
-            if d.msg_id in seen:
+            if d.msg_id in seen or not d.seq:
                 continue
             seen.add(d.msg_id)
             name = (d.path, str(orjson.loads(d.body)["data"]["k"]))
