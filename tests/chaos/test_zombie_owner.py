@@ -44,12 +44,17 @@ def _socket_inodes(pid: int) -> set[str]:
     return inodes
 
 
-def _inode_of_local_port(port: int) -> str | None:
-    """The inode of the loopback TCP socket whose local port is `port` (the worker's end)."""
+def _inode_of_connection(port: int, remote_port: int) -> str | None:
+    """The inode of the loopback TCP socket from local `port` to `remote_port` (the worker's end).
+
+    Both ports: a worker's socket to the broker may have the same local port as another worker's
+    socket to this receiver (an ephemeral port is unique per destination, not per machine).
+    """
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
             fields = line.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+            local, remote = int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)
+            if (local, remote) == (port, remote_port):
                 return fields[9]
     return None
 
@@ -68,7 +73,7 @@ class WhoPosts:
 
     def _who(self, request: web.Request) -> str:
         peer = request.transport.get_extra_info("peername") if request.transport else None
-        inode = _inode_of_local_port(peer[1]) if peer else None
+        inode = _inode_of_connection(peer[1], self.port) if peer else None
         for name, worker in self.workers.items():
             process = worker.process
             if inode is not None and process is not None and inode in _socket_inodes(process.pid):
