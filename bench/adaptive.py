@@ -105,7 +105,7 @@ async def drain(api: Api, kind: str, setup: str, messages: int) -> dict[str, Any
         for start in range(0, messages, 1000):
             await api.send_batch([{"receiver_id": rid, "event_type": "bench.adaptive", "payload": {"n": n}}
                                   for n in range(start, min(messages, start + 1000))])
-        await _eventually(api, rid, lambda s: s["backlog"] == messages, 120)
+        await api.eventually_state(rid, lambda s: s["backlog"] == messages, 120, "the backlog stored")
         windows: list[int] = []
         began = time.monotonic()
         assert (await api.call("POST", f"/v1/receivers/{rid}/resume"))[0] == 200
@@ -137,15 +137,6 @@ def _figures(receiver: ModelReceiver, messages: int, began: float, windows: list
                    "max": max(windows)},
         "samples_to_reach_k": reached, "cuts": state.get("concurrency", {}).get("cuts"),
     }
-
-
-async def _eventually(api: Api, rid: str, check: Any, limit: float) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if check(await api.state(rid)):
-            return
-        await asyncio.sleep(0.1)
-    raise RuntimeError(f"receiver {rid}: timed out")
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -112,10 +112,10 @@ async def drain(api: Api, setup: str, messages: int) -> dict[str, Any]:
                     payload["k"] = message["ordering_key"] = f"key-{n % keys}"
                 batch.append(message)
             await api.send_batch(batch)
-        await _eventually(api, rid, lambda s: s["backlog"] == messages, 120)
+        await api.eventually_state(rid, lambda s: s["backlog"] == messages, 120, "the backlog stored")
         began = time.monotonic()
         assert (await api.call("POST", f"/v1/receivers/{rid}/resume"))[0] == 200
-        await _eventually(api, rid, lambda s: s["delivered"] >= messages, 600)
+        await api.eventually_state(rid, lambda s: s["delivered"] >= messages, 600, "every message delivered")
         times = sorted(receiver.delivered.values())
         ninety = max(1, int(messages * 0.9))
         rate = ninety / (times[ninety - 1] - began) if len(times) >= ninety else 0.0
@@ -124,15 +124,6 @@ async def drain(api: Api, setup: str, messages: int) -> dict[str, Any]:
                 "key_order_violations": receiver.violations}
     finally:
         await receiver.stop()
-
-
-async def _eventually(api: Api, rid: str, check: Any, limit: float) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if check(await api.state(rid)):
-            return
-        await asyncio.sleep(0.1)
-    raise RuntimeError(f"receiver {rid}: timed out")
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
