@@ -25,7 +25,7 @@ from pathlib import Path
 import orjson
 
 from . import __version__
-from .broker import EMBEDDED_BROKER_SETTINGS, BrokerError, EmbeddedBroker, free_port
+from .broker import EMBEDDED_BROKER_SESSION, EMBEDDED_BROKER_SETTINGS, BrokerError, EmbeddedBroker, free_port
 from .ports import EXIT_PORT_IN_USE, CannotListen, check_port_free
 from .preflight import preflight
 from .settings import Settings, is_wildcard
@@ -74,6 +74,7 @@ def _run(broker_port: int, settings: Settings, token: str, data_dir: Path) -> in
         api = f"http://{_url_host(settings.web_host)}:{settings.web_port}"
         env = {
             **EMBEDDED_BROKER_SETTINGS,
+            **EMBEDDED_BROKER_SESSION,
             **os.environ,
             "DISPATCHER_BROKER": broker.url,
             "DISPATCHER_API_TOKEN": token,

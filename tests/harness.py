@@ -25,7 +25,7 @@ import orjson
 from aiohttp import web
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from dispatcher.broker import EMBEDDED_BROKER_SETTINGS, free_port
+from dispatcher.broker import EMBEDDED_BROKER_SESSION, EMBEDDED_BROKER_SETTINGS, free_port
 from dispatcher.settings import Settings
 
 TOKEN = "test-token"
@@ -75,7 +75,7 @@ class WorkerProcess:
             # Receivers listen on 127.0.0.1; canaries on 127.0.0.2 and ::1 stay refused.
             "DISPATCHER_ALLOW_TARGETS": "127.0.0.1/32",
             "DISPATCHER_HOST_LIMIT": "1024",  # every test receiver shares 127.0.0.1
-            "DISPATCHER_SESSION_TIMEOUT": "6",
+            **EMBEDDED_BROKER_SESSION,
             "DISPATCHER_HEARTBEAT_INTERVAL": "1",
             # Short clocks so retries, probes and expiries happen within a test.
             "DISPATCHER_RETRY_SCHEDULE": "exponential",

@@ -75,6 +75,10 @@ async def test_dev_delivers_and_stops_its_children_on_ctrl_c(tmp_path: Path, rec
         assert receiver.deliveries[0].headers["webhook-event-type"] == "hello.world"
         children = _children(proc.pid)
         assert len(children) == 2  # the broker and the worker
+        # The embedded broker holds each join for half the session: dev's worker runs the short one.
+        [worker] = [c for c in children if b"worker" in Path(f"/proc/{c}/cmdline").read_bytes()]
+        environ = Path(f"/proc/{worker}/environ").read_bytes().split(b"\0")
+        assert b"DISPATCHER_SESSION_TIMEOUT=6" in environ
         # A second dev on the same data dir would wipe this one's tables: it is refused.
         second = await asyncio.to_thread(
             subprocess.run, [sys.executable, "-m", "dispatcher", "dev"], env=_dev_env(tmp_path, free_port()),
@@ -163,6 +167,7 @@ def _dev_env(tmp_path: Path, port: int) -> dict[str, str]:
         "DISPATCHER_APP_ID": "clitest",
     }
     env.pop("DISPATCHER_API_TOKEN", None)
+    env.pop("DISPATCHER_SESSION_TIMEOUT", None)
     return env
 
 
