@@ -26,6 +26,8 @@ Figures are printed, never asserted; the JSON of every run goes to bench/results
     python -m bench --only ceiling,drain --workers 2   # the drain by two workers in one group
     python -m bench --only tls,hosts,workers,restart   # bench/perf2.py: HTTPS, 100 origins,
                                                        # 1 and 2 workers, the restart gap
+    python -m bench --only workers,peers   # bench/peers.py: arq and dramatiq on the drain's
+                                           # workload, beside one and two workers (the bench extra)
 """
 
 from __future__ import annotations
@@ -53,15 +55,15 @@ from dispatcher.domain.records import Message, ReceiverConfig, encode_message_re
 from dispatcher.partitioning import partitioner
 from tests.harness import Api, WorkerProcess, new_app_id
 
-from . import perf2
+from . import peers, perf2
 from .floor import FETCH_MAX_WAIT_MS, consume_and_post, create_topic
 from .isolation import percentiles
 from .nginx import Hit, NginxReceiver
 from .runs import RESULTS, run_on, save, worker_loop
 
 SCENARIOS = ("ceiling", "floor", "drain", "latency", "ingest", "memory", "recovery")
-# Chosen by name only (`--only`), each beside its own ceiling: bench/perf2.py.
-EXTRA_SCENARIOS = perf2.SCENARIOS
+# Chosen by name only (`--only`), each beside its own ceiling: bench/perf2.py, bench/peers.py.
+EXTRA_SCENARIOS = perf2.SCENARIOS + peers.SCENARIOS
 TICKS = os.sysconf("SC_CLK_TCK")
 PARTITIONS = 8  # the worker's default
 HEAP_TRIM = 2.0  # seconds between heap trims of the memory scenario's worker
@@ -707,7 +709,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             if name in ("floor", "drain"):
                 result[name] = await globals()[name](bench, result)
             elif name in EXTRA_SCENARIOS:
-                result[name] = await getattr(perf2, name)(bench)
+                result[name] = await getattr(peers if name in peers.SCENARIOS else perf2, name)(bench)
             else:
                 result[name] = await globals()[name](bench)
             result[name]["scenario_s"] = round(time.monotonic() - t0, 1)
@@ -779,6 +781,7 @@ def print_table(result: dict[str, Any]) -> None:
                          f"all partitions {r['all_partitions_recovered_after_kill_s']} s; "
                          f"session timeout {r['session_timeout_s']} s"))
     rows += perf2.table_rows(result)
+    rows += peers.table_rows(result)
     width = max(len(r[0]) for r in rows) + 2 if rows else 10
     print(f"\n{result.get('cpus')} x {result.get('cpu', '?')}, event loop {result.get('event_loop', '?')}")
     for label, value, detail in rows:
@@ -790,7 +793,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for the smoke test")
     parser.add_argument("--only", type=lambda s: s.split(","), default=list(SCENARIOS),
                         help="comma-separated scenarios: " + ",".join(SCENARIOS)
-                        + " (the default), and " + ",".join(EXTRA_SCENARIOS) + " (bench/perf2.py)")
+                        + " (the default), and " + ",".join(EXTRA_SCENARIOS)
+                        + " (bench/perf2.py, bench/peers.py)")
     parser.add_argument("--repeats", type=int, help="runs of the repeated scenarios (default 3, quick 1)")
     parser.add_argument("--workers", type=int, default=1,
                         help="workers that drain the backlog together, and stay for the scenarios "
@@ -802,6 +806,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error(f"--only: unknown scenario(s) {sorted(unknown)}")
     if args.workers < 1:
         parser.error("--workers: at least 1")
+    if "peers" in args.only and peers.missing():
+        parser.error(f"--only peers needs the bench extra (missing: {', '.join(peers.missing())}): "
+                     "pip install -e '.[bench]'")
     # The bench (and so the ceiling's client) runs on the event loop the worker is given.
     result = run_on(worker_loop(), run(args))
     path = save(result, args.out)
