@@ -1,8 +1,8 @@
 """The peers bench (bench/peers.py) runs end to end at tiny sizes. Figures are not checked.
 
 arq and dramatiq each deliver every message of the backlog exactly once as nginx saw it (order is
-theirs: not checked), and the paced run; their worker processes are gone afterwards. Needs the
-bench extra (`pip install -e '.[bench]'`): skipped without it.
+theirs: not checked), and the paced run; their worker processes are gone afterwards. The bench
+extra (`pip install -e '.[bench]'`) is part of the dev one.
 """
 
 from __future__ import annotations
@@ -10,12 +10,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
-
 from bench import peers, suite
-
-for module in peers.PACKAGES:
-    pytest.importorskip(module, reason="the bench extra: pip install -e '.[bench]'")
 
 
 async def test_arq_and_dramatiq_deliver_every_message_once(tmp_path: Path) -> None:
