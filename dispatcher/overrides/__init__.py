@@ -26,6 +26,10 @@ the details and the figures):
   aiokafka leaves only from generation 1 up (Kafka's first); the embedded
   broker's first is 0, so the next worker waited out the stopped one's
   session (a restart gap of 11 s with a 6 s session, 3 s after a leave).
+- `resume.py`: a static member (an instance id) that stops cleanly hands its
+  membership to its restart, which resumes it after one heartbeat instead of
+  joining: no rebalance of the others, and not the embedded broker's fixed
+  6 s of static join and sync (`dispatcher/membership.py` is the pure part).
 - `producer.py`: a producer flush that waits for every buffered send. Faust's
   gives up after 100 ms, and offsets were committed ahead of changelog writes.
 - `store.py`: the RocksDB store's per-partition handles and aiokafka's

@@ -7,7 +7,8 @@ What it changes, each with the failure that made it necessary:
 - `_ConsumerThread` builds aiokafka's consumer with our fetch wait (Faust
   hardcodes 1,500 ms) and adapts it after every fetch (`fetcher.py`), and
   makes its group coordinator leave the group on a clean stop from the
-  embedded broker's generation 0 too (`leave.py`).
+  embedded broker's generation 0 too (`leave.py`), or, as a static member,
+  hand its membership to its restart (`resume.py`).
 - `_Consumer` hands every record of a strict partition over once and in
   order, reading skipped offsets again, and never commits past an offset that
   was not processed (`_new_offset`).
@@ -21,14 +22,18 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
+from .. import __version__
+from ..membership import FILE_NAME as TICKET_FILE
 from .fetcher import adapt_fetch_wait
 from .highwaters import client_options, fetched_highwaters
 from .leave import leave_on_stop
+from .resume import hand_over_on_stop
 
 if TYPE_CHECKING:
     from .app import DispatcherApp
@@ -53,6 +58,8 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         consumer = self._ensure_consumer()
         adapt_fetch_wait(consumer, idle_cap_ms=_ours(self.app).fetch_idle_wait_ms)
         leave_on_stop(consumer)
+        hand_over_on_stop(consumer, Path(self.app.conf.appdir) / TICKET_FILE,
+                          url=str(self.app.conf.canonical_url), build=__version__)
 
     async def _highwaters(self, partitions: Iterable[Any]) -> Mapping[Any, int]:
         """Faust's ListOffsets answers, raised to what a fetch from each end - 1 reports.

@@ -98,6 +98,21 @@ RELIANCES: tuple[Reliance, ...] = (
     _method(AIOKAFKA_COORDINATOR, "_send_req", "leave", "request"),
     _method(AIOKAFKA_COORDINATOR, "reset_generation", "leave"),
     _attribute(AIOKAFKA_COORDINATOR, "_group_instance_id", "leave"),
+    # resume.py: a static member's clean stop hands its membership to its restart
+    _method(AIOKAFKA_COORDINATOR, "_on_join_complete", "resume", "generation", "member_id", "protocol",
+            "member_assignment_bytes", digest="0b0b3d204b408f3c"),
+    _method(AIOKAFKA_COORDINATOR, "_do_rejoin_group", "resume", "subscription"),
+    _method(AIOKAFKA_COORDINATOR, "_get_metadata_snapshot", "resume"),
+    _attribute(AIOKAFKA_COORDINATOR, "_closing", "resume"),
+    _attribute(AIOKAFKA_COORDINATOR, "_subscription", "resume"),
+    _attribute(AIOKAFKA_COORDINATOR, "_group_subscription", "resume"),
+    _attribute(AIOKAFKA_COORDINATOR, "_rejoin_needed_fut", "resume"),
+    _attribute(AIOKAFKA_COORDINATOR, "_metadata_snapshot", "resume"),
+    _attribute(AIOKAFKA_COORDINATOR, "_client", "resume"),
+    _method(AIOKAFKA_CLIENT, "_maybe_wait_metadata", "resume"),
+    # ... and the resumed assignment must pass Faust's assignor as a joined one does
+    _method("faust.assignor.partition_assignor:PartitionAssignor", "on_assignment", "resume", "assignment",
+            digest="72f34bf053d696b5"),
     # producer.py: a flush that drains
     _method(FAUST_BUFFER, "_send_pending", "producer", "fut"),
     _method(FAUST_BUFFER, "flush", "producer", digest="26fbebb124ad9c98"),

@@ -1,4 +1,5 @@
-"""A worker stopped cleanly leaves its consumer group, so the worker after it is not kept waiting.
+"""A worker stopped cleanly leaves its consumer group, so the worker after it is not kept waiting;
+a static member (an instance id) hands its membership to its own restart instead.
 
 The embedded broker numbers a group's first generation 0, from which aiokafka
 never left; the next worker's join then waited out the stopped one's session
@@ -7,11 +8,14 @@ never left; the next worker's join then waited out the stopped one's session
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
 
 from dispatcher.broker import EmbeddedBroker
+from dispatcher.membership import FILE_NAME as TICKET_FILE
+from tests.harness import Api, Receiver, first_copies, wait_until
 
 
 async def group_members(broker: EmbeddedBroker, group: str) -> list[str]:
@@ -39,3 +43,106 @@ async def test_a_worker_of_the_first_generation_leaves_its_group_on_sigterm(
     again = make_worker("again")
     await again.start().wait_ready()
     assert len(await group_members(broker, worker.app_id)) == 1
+
+
+def handover_files(worker: Any) -> list[Path]:
+    return list(worker.data_dir.rglob(TICKET_FILE))
+
+
+async def delivered_in_order(receiver: Receiver, path: str, count: int) -> None:
+    await wait_until(lambda: len(first_copies([d for d in receiver.by_path(path) if d.seq])) >= count, 60,
+                     f"{count} messages delivered to {path}")
+    assert [d.seq for d in first_copies([d for d in receiver.by_path(path) if d.seq])] == list(range(1, count + 1))
+
+
+async def send(worker: Any, receiver_id: str, count: int) -> None:
+    api = Api(worker.url)
+    try:
+        await api.send_batch([{"receiver_id": receiver_id, "event_type": "t.x", "payload": {"n": n}}
+                              for n in range(count)])
+    finally:
+        await api.close()
+
+
+async def test_a_static_member_resumes_its_membership_after_a_clean_stop(
+    broker: EmbeddedBroker, make_worker: Any, receiver: Receiver
+) -> None:
+    worker = make_worker("static", DISPATCHER_INSTANCE_ID="pod-0")
+    await worker.start().wait_ready()
+    api = Api(worker.url)
+    try:
+        rid = (await api.create_receiver(receiver.url("r")))["id"]
+    finally:
+        await api.close()
+    await send(worker, rid, 5)
+    await delivered_in_order(receiver, "r", 5)
+    [member] = await group_members(broker, worker.app_id)
+    worker.stop()  # SIGTERM: a static member stays in the group, and writes its membership down
+    assert worker.process.returncode == 0
+    assert len(handover_files(worker)) == 1
+    assert await group_members(broker, worker.app_id) == [member]
+    await worker.start().wait_ready()
+    # One heartbeat, no JoinGroup: the broker still holds the very same member (a join by the
+    # instance id would have been given a new member id), and the hand-over is used up.
+    assert await group_members(broker, worker.app_id) == [member]
+    assert "resumed the membership of consumer group" in worker.log_path.read_text()
+    assert handover_files(worker) == []
+    await send(worker, rid, 5)
+    await delivered_in_order(receiver, "r", 10)
+
+
+async def test_a_handover_the_group_has_moved_past_is_a_normal_join(
+    broker: EmbeddedBroker, make_worker: Any, receiver: Receiver
+) -> None:
+    first = make_worker("first", DISPATCHER_INSTANCE_ID="pod-0")
+    await first.start().wait_ready()
+    first.stop()
+    assert len(handover_files(first)) == 1
+    # Another worker joins meanwhile: a new generation, whose assignment is not the written one. (A
+    # dynamic one: the embedded broker ends a silent member's session only in a dynamic member's
+    # join, so a second static member would wait for the stopped one for ever.)
+    other = make_worker("other")
+    await other.start().wait_ready()
+    await first.start().wait_ready()
+    log = first.log_path.read_text()
+    assert "the membership handed over by the clean stop does not hold (the broker answered" in log
+    assert "resumed the membership" not in log
+    assert handover_files(first) == []
+    members = await group_members(broker, first.app_id)
+    assert len(members) == 2
+    api = Api(first.url)
+    try:  # 16 receivers spread over both workers' partitions: each delivered once, in order
+        rids = {f"r{i}": (await api.create_receiver(receiver.url(f"r{i}")))["id"] for i in range(16)}
+    finally:
+        await api.close()
+    for rid in rids.values():
+        await send(first, rid, 3)
+    for path in rids:
+        await delivered_in_order(receiver, path, 3)
+
+
+async def test_a_static_member_s_restart_leaves_the_other_workers_alone(
+    broker: EmbeddedBroker, make_worker: Any, receiver: Receiver
+) -> None:
+    static = make_worker("static", DISPATCHER_INSTANCE_ID="pod-0")
+    other = make_worker("other")
+    await static.start().wait_ready()
+    await other.start().wait_ready()
+    await wait_until(lambda: "partitions owned=" in other.log_path.read_text(), 30, "the other worker assigned")
+    members = sorted(await group_members(broker, static.app_id))
+    settled = other.log_path.read_text().count("partitions owned=")
+    static.stop()
+    await static.start().wait_ready()
+    assert "resumed the membership of consumer group" in static.log_path.read_text()
+    assert sorted(await group_members(broker, static.app_id)) == members
+    api = Api(static.url)
+    try:  # 16 receivers over both workers' partitions: each delivered once, in order
+        rids = {f"r{i}": (await api.create_receiver(receiver.url(f"r{i}")))["id"] for i in range(16)}
+    finally:
+        await api.close()
+    for rid in rids.values():
+        await send(static, rid, 3)
+    for path in rids:
+        await delivered_in_order(receiver, path, 3)
+    # No rebalance reached the other worker: its partitions never changed hands.
+    assert other.log_path.read_text().count("partitions owned=") == settled

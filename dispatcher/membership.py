@@ -1,0 +1,137 @@
+"""A static member's hand-over: what its clean stop leaves on disk for its restart, and when that holds.
+
+A worker with an instance id (Kafka static membership) does not leave its
+consumer group when it stops: it is expected back. On its clean stop it writes
+this ticket (its member id, generation and assignment) beside its tables; the
+next start of the same instance, build and subscription takes it (read, then
+deleted, so it is used at most once) and asks the broker, with one heartbeat,
+whether that membership still stands. If the broker says yes, the generation
+it names is current and the assignment in the ticket is this member's: the
+worker resumes it without a JoinGroup or a SyncGroup, so no other member
+rebalances and the embedded broker's fixed 3 s + 3 s for a static join are not
+spent. Anything else (the session ran out, a rebalance moved the generation,
+another build or subscription) is a normal join. `overrides/resume.py` is the
+glue; this module is the pure part.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+FORMAT = 1
+FILE_NAME = "membership-handover.json"
+
+
+class TicketError(ValueError):
+    """A ticket that cannot be read: it names the field at fault."""
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """What the broker gave a static member at its last join, and whom it was given to."""
+
+    group_id: str
+    instance_id: str
+    member_id: str
+    generation: int
+    protocol: str  # the assignor's name
+    assignment: bytes  # the member's assignment, as the SyncGroup answer carried it
+    topics: tuple[str, ...]  # the subscription it was given for, sorted
+    group_subscription: tuple[str, ...] | None  # the leader's view of every member's topics; None: not leader
+    url: str  # the worker's advertised URL (Faust's assignment names it)
+    build: str  # the dispatcher version that wrote it
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    membership: Membership
+    stopped_at: float  # wall-clock seconds, for the log only: the broker decides whether it still holds
+
+    def encode(self) -> bytes:
+        m = self.membership
+        return orjson.dumps({
+            "format": FORMAT, "group_id": m.group_id, "instance_id": m.instance_id, "member_id": m.member_id,
+            "generation": m.generation, "protocol": m.protocol,
+            "assignment": base64.b64encode(m.assignment).decode(), "topics": list(m.topics),
+            "group_subscription": None if m.group_subscription is None else list(m.group_subscription),
+            "url": m.url, "build": m.build, "stopped_at": self.stopped_at,
+        })
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Ticket:
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise TicketError(f"not JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise TicketError("not a JSON object")
+        if doc.get("format") != FORMAT:
+            raise TicketError(f"format: {doc.get('format')!r}, this build reads {FORMAT}")
+        subscription = doc.get("group_subscription")
+        membership = Membership(
+            group_id=_text(doc, "group_id"), instance_id=_text(doc, "instance_id"),
+            member_id=_text(doc, "member_id"), generation=_integer(doc, "generation"),
+            protocol=_text(doc, "protocol"), assignment=_bytes(doc, "assignment"),
+            topics=_topics(doc, "topics"),
+            group_subscription=None if subscription is None else _topics(doc, "group_subscription"),
+            url=_text(doc, "url"), build=_text(doc, "build"),
+        )
+        stopped_at = doc.get("stopped_at")
+        if not isinstance(stopped_at, int | float) or isinstance(stopped_at, bool):
+            raise TicketError("stopped_at: must be a number")
+        return cls(membership, float(stopped_at))
+
+
+def mismatch(ticket: Ticket, *, group_id: str, instance_id: str, topics: frozenset[str] | set[str],
+             url: str, build: str) -> str | None:
+    """Why `ticket` is not this member's to resume (None: it may be; the broker has the last word)."""
+    m = ticket.membership
+    checks = (
+        ("group", m.group_id, group_id), ("instance id", m.instance_id, instance_id),
+        ("build", m.build, build), ("advertised URL", m.url, url),
+        ("subscribed topics", m.topics, tuple(sorted(topics))),
+    )
+    for what, theirs, ours in checks:
+        if theirs != ours:
+            return f"its {what} differs ({_short(theirs)} then, {_short(ours)} now)"
+    if not m.member_id or m.generation < 0:
+        return "it names no membership"
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
+def _text(doc: dict[str, Any], field: str) -> str:
+    value = doc.get(field)
+    if not isinstance(value, str):
+        raise TicketError(f"{field}: must be a string")
+    return value
+
+
+def _integer(doc: dict[str, Any], field: str) -> int:
+    value = doc.get(field)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TicketError(f"{field}: must be an integer")
+    return value
+
+
+def _bytes(doc: dict[str, Any], field: str) -> bytes:
+    text = _text(doc, field)
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:
+        raise TicketError(f"{field}: must be base64") from None
+
+
+def _topics(doc: dict[str, Any], field: str) -> tuple[str, ...]:
+    value = doc.get(field)
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise TicketError(f"{field}: must be a list of topic names")
+    return tuple(sorted(value))

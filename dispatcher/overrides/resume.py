@@ -1,0 +1,178 @@
+"""A static member's clean stop hands its group membership to its restart (`dispatcher/membership.py`).
+
+Without it a restarted static member joins again: on Kafka that rebalances
+every worker whenever the member's metadata changed (Faust's always does: it
+carries the worker's current assignment), and the embedded broker holds every
+static JoinGroup and SyncGroup for a fixed 3 s each, so a restart with an
+instance id delivered nothing for 7.3 s (docs/benchmarks.md, "Performance II").
+
+Three of aiokafka's GroupCoordinator methods are wrapped on the instance:
+- `_on_join_complete` records the membership each join (or resume) gives;
+- `_maybe_leave_group`, on close only, writes that membership down for the
+  next start, while it is still the coordinator's (a static member never
+  leaves, so the broker keeps it until its session runs out);
+- `_do_rejoin_group`, the first time, resumes the written membership if one
+  heartbeat with its member id and generation is answered without an error:
+  the broker then still counts this member in that generation, whose
+  assignment is the one written. Every other answer is a normal join.
+The ticket is read and deleted as the consumer starts, so it is used at most
+once; a kill -9 writes none. After a resume the member is what it was: its
+heartbeats find any later rebalance and it rejoins as any member does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from aiokafka.errors import KafkaError, for_code
+from aiokafka.protocol.group import HeartbeatRequest
+from aiokafka.util import create_future
+
+from ..membership import Membership, Ticket, TicketError, mismatch
+
+log = logging.getLogger(__name__)
+
+
+def take_ticket(path: Path) -> Ticket | None:
+    """The ticket at `path`, deleted as it is read (None: none there, or not readable)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("membership hand-over %s not readable (%s): joining the group", path, exc)
+        return None
+    path.unlink(missing_ok=True)
+    try:
+        return Ticket.decode(raw)
+    except TicketError as exc:
+        log.warning("membership hand-over %s not usable (%s): joining the group", path, exc)
+        return None
+
+
+def write_ticket(path: Path, ticket: Ticket) -> None:
+    """Write `ticket` whole or not at all (a torn file would only be refused, but need not exist)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(ticket.encode())
+    os.replace(partial, path)
+
+
+def hand_over_on_stop(consumer: Any, path: Path, *, url: str, build: str) -> None:
+    """Install the hand-over on aiokafka's `consumer` (a static member's; a dynamic one leaves on
+    stop). Any ticket at `path` is taken now, used or not."""
+    ticket = take_ticket(path)
+    coordinator = consumer._coordinator
+    if coordinator is None or coordinator._group_instance_id is None:
+        return
+    Handover(coordinator, path, ticket, url=url, build=build).install()
+
+
+class Handover:
+    """One consumer's hand-over: what its last join gave, and the ticket its start found."""
+
+    def __init__(self, coordinator: Any, path: Path, ticket: Ticket | None, *, url: str, build: str,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._coordinator = coordinator
+        self._path = path
+        self._ticket = ticket
+        self._url, self._build = url, build
+        self._clock = clock
+        self.last: Membership | None = None
+        self._theirs_join_complete: Callable[..., Awaitable[None]] = coordinator._on_join_complete
+        self._theirs_rejoin: Callable[[Any], Awaitable[bool]] = coordinator._do_rejoin_group
+        self._theirs_leave: Callable[[], Awaitable[None]] = coordinator._maybe_leave_group
+
+    def install(self) -> None:
+        self._coordinator._on_join_complete = self._on_join_complete
+        self._coordinator._do_rejoin_group = self._do_rejoin_group
+        self._coordinator._maybe_leave_group = self._maybe_leave_group
+
+    async def _on_join_complete(self, generation: int, member_id: str, protocol: str,
+                                assignment: bytes) -> None:
+        c = self._coordinator
+        subscription = c._subscription.subscription
+        if subscription is not None:
+            group = c._group_subscription
+            self.last = Membership(
+                group_id=c.group_id, instance_id=c._group_instance_id, member_id=member_id,
+                generation=generation, protocol=protocol, assignment=bytes(assignment),
+                topics=tuple(sorted(subscription.topics)),
+                group_subscription=None if group is None else tuple(sorted(group)),
+                url=self._url, build=self._build)
+        await self._theirs_join_complete(generation, member_id, protocol, assignment)
+
+    async def _maybe_leave_group(self) -> None:
+        c = self._coordinator
+        last = self.last
+        if (c._closing.done() and last is not None and c.member_id == last.member_id
+                and c.generation == last.generation):
+            try:
+                write_ticket(self._path, Ticket(last, self._clock()))
+            except OSError as exc:  # the next start joins as it would have without the ticket
+                log.warning("could not write the membership hand-over %s: %s", self._path, exc)
+            else:
+                log.info("handed the membership of consumer group %s (generation %d) to this instance's "
+                         "next start", c.group_id, last.generation)
+        await self._theirs_leave()
+
+    async def _do_rejoin_group(self, subscription: Any) -> bool:
+        ticket, self._ticket = self._ticket, None
+        if ticket is not None and await self._resume(ticket, subscription):
+            return True
+        return await self._theirs_rejoin(subscription)
+
+    async def _resume(self, ticket: Ticket, subscription: Any) -> bool:
+        c = self._coordinator
+        m = ticket.membership
+        why = mismatch(ticket, group_id=c.group_id, instance_id=c._group_instance_id,
+                       topics=subscription.topics, url=self._url, build=self._build)
+        if why is None:
+            # As after a SyncGroup: a metadata change from here on asks for a join.
+            c._rejoin_needed_fut = create_future()
+            why = await self._still_a_member(m)
+        if why is None and not subscription.active:
+            why = "the subscription changed meanwhile"
+        if why is not None:
+            log.info("joining consumer group %s: the membership handed over by the clean stop does not "
+                     "hold (%s)", c.group_id, why)
+            return False
+        c.member_id, c.generation = m.member_id, m.generation
+        await self._take_leader_duties(m)
+        try:
+            await self._on_join_complete(m.generation, m.member_id, m.protocol, m.assignment)
+        except AssertionError as exc:  # Faust's assignor refused the assignment: join instead
+            log.warning("joining consumer group %s: the handed-over assignment was refused (%s)",
+                        c.group_id, exc)
+            c.member_id, c.generation = "", -1
+            return False
+        log.info("resumed the membership of consumer group %s (member %s, generation %d) handed over by "
+                 "the clean stop %.1f s ago: no join, no rebalance", c.group_id, m.member_id, m.generation,
+                 max(0.0, self._clock() - ticket.stopped_at))
+        return True
+
+    async def _still_a_member(self, m: Membership) -> str | None:
+        """None if the broker answers a heartbeat of `m` without an error; else why not."""
+        try:
+            request = HeartbeatRequest(m.group_id, m.generation, m.member_id)
+            response = await self._coordinator._send_req(request)
+        except KafkaError as exc:
+            return f"the heartbeat failed: {exc}"
+        if response.error_code != 0:
+            return f"the broker answered {for_code(response.error_code).__name__}"
+        return None
+
+    async def _take_leader_duties(self, m: Membership) -> None:
+        """The leader watches every member's topics for a change of partitions, as after its assignment."""
+        if m.group_subscription is None:
+            return
+        c = self._coordinator
+        c._group_subscription = set(m.group_subscription)
+        if not c._subscription.subscribed_pattern:
+            c._client.set_topics(c._group_subscription)
+        await c._client._maybe_wait_metadata()
+        c._metadata_snapshot = c._get_metadata_snapshot()
