@@ -186,7 +186,7 @@ async def restart_once(bench: Bench, static: bool, repeat: int = 0) -> dict[str,
         stopped = time.time()
         await asyncio.to_thread(worker.stop)
         exited = time.time()
-        new = bench.worker(app_id, data, **env)
+        new = bench.worker(app_id, data, port=worker.port, **env)  # as a pod comes back: same address
         started = time.time()
         await suite.wait_for(lambda: any(h.at > exited for h in mine()), 120, "a delivery after the restart",
                              0.005)

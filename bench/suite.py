@@ -189,7 +189,8 @@ class Bench:
         self.nginx.stop()
         self.broker.stop()
 
-    def worker(self, app_id: str, data: str, **env: str) -> WorkerProcess:
+    def worker(self, app_id: str, data: str, port: int = 0, **env: str) -> WorkerProcess:
+        """A worker on its own data dir (and `port`: 0 picks a free one)."""
         worker = WorkerProcess(
             self.broker.url, app_id, self.tmp / data, self.tmp / f"{data}.log",
             # The defaults, but for loopback targets, one host for every receiver, and the log level.
@@ -198,6 +199,7 @@ class Bench:
              "DISPATCHER_RETRY_SCHEDULE": "5s,5m,30m,2h,5h,10h,10h,14h,20h,24h",
              "DISPATCHER_MAX_ATTEMPTS": "0",
              "DISPATCHER_PROBE_BASE": "5", "DISPATCHER_PROBE_CAP": "300", **env},
+            port=port,
         ).start()
         self.processes.append(worker)
         return worker

@@ -97,7 +97,7 @@ def mismatch(ticket: Ticket, *, group_id: str, instance_id: str, topics: frozens
     )
     for what, theirs, ours in checks:
         if theirs != ours:
-            return f"its {what} differs ({_short(theirs)} then, {_short(ours)} now)"
+            return f"the {what} changed ({_short(theirs)} then, {_short(ours)} now)"
     if not m.member_id or m.generation < 0:
         return "it names no membership"
     return None

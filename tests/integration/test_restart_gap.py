@@ -50,9 +50,11 @@ def handover_files(worker: Any) -> list[Path]:
 
 
 async def delivered_in_order(receiver: Receiver, path: str, count: int) -> None:
-    await wait_until(lambda: len(first_copies([d for d in receiver.by_path(path) if d.seq])) >= count, 60,
-                     f"{count} messages delivered to {path}")
-    assert [d.seq for d in first_copies([d for d in receiver.by_path(path) if d.seq])] == list(range(1, count + 1))
+    def seqs() -> list[int]:
+        return [d.seq for d in first_copies([d for d in receiver.by_path(path) if d.seq])]
+
+    await wait_until(lambda: len(seqs()) >= count, 60, f"{count} messages delivered to {path}")
+    assert seqs() == list(range(1, count + 1))
 
 
 async def send(worker: Any, receiver_id: str, count: int) -> None:
@@ -128,7 +130,8 @@ async def test_a_static_member_s_restart_leaves_the_other_workers_alone(
     other = make_worker("other")
     await static.start().wait_ready()
     await other.start().wait_ready()
-    await wait_until(lambda: "partitions owned=" in other.log_path.read_text(), 30, "the other worker assigned")
+    await wait_until(lambda: "partitions owned=" in other.log_path.read_text(), 30,
+                     "the other worker's assignment")
     members = sorted(await group_members(broker, static.app_id))
     settled = other.log_path.read_text().count("partitions owned=")
     static.stop()

@@ -1,0 +1,209 @@
+"""A static member's hand-over: the ticket (`dispatcher/membership.py`) and its glue (`overrides/resume.py`).
+
+The glue's real path (a worker stopped and started again on the embedded
+broker) is in tests/integration/test_restart_gap.py; here, each branch of it
+against a coordinator that records what it was asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka.errors import KafkaConnectionError
+from aiokafka.protocol.group import HeartbeatRequest
+
+from dispatcher.membership import Membership, Ticket, TicketError, mismatch
+from dispatcher.overrides.resume import Handover, take_ticket, write_ticket
+
+MEMBERSHIP = Membership(
+    group_id="g", instance_id="pod-0", member_id="pod-0-abc", generation=4, protocol="faust",
+    assignment=b"\x00\x01assigned", topics=("a.requests", "b.changelog"), group_subscription=None,
+    url="http://pod-0:6066", build="1.0")
+TICKET = Ticket(MEMBERSHIP, stopped_at=1000.0)
+HERE = {"group_id": "g", "instance_id": "pod-0", "topics": {"b.changelog", "a.requests"},
+        "url": "http://pod-0:6066", "build": "1.0"}
+
+
+def test_a_ticket_reads_back_as_written() -> None:
+    assert Ticket.decode(TICKET.encode()) == TICKET
+    leader = Ticket(replace(MEMBERSHIP, group_subscription=("x", "a")), 5.5)
+    assert Ticket.decode(leader.encode()).membership.group_subscription == ("a", "x")
+
+
+@pytest.mark.parametrize(("field", "value", "named"), [
+    ("member_id", None, "member_id: must be a string"),
+    ("generation", "4", "generation: must be an integer"),
+    ("generation", True, "generation: must be an integer"),
+    ("assignment", "not base64!", "assignment: must be base64"),
+    ("assignment", 7, "assignment: must be a string"),
+    ("topics", "a.requests", "topics: must be a list of topic names"),
+    ("group_subscription", [1], "group_subscription: must be a list of topic names"),
+    ("stopped_at", "yesterday", "stopped_at: must be a number"),
+    ("format", 2, "format: 2, this build reads 1"),
+])
+def test_a_damaged_ticket_names_its_field(field: str, value: Any, named: str) -> None:
+    doc = orjson.loads(TICKET.encode())
+    doc[field] = value
+    with pytest.raises(TicketError, match=named):
+        Ticket.decode(orjson.dumps(doc))
+
+
+@pytest.mark.parametrize("raw", [b"", b"{not json", b"[1, 2]", b"null"])
+def test_what_is_no_ticket_is_refused(raw: bytes) -> None:
+    with pytest.raises(TicketError):
+        Ticket.decode(raw)
+
+
+def test_a_ticket_of_this_member_may_be_resumed() -> None:
+    assert mismatch(TICKET, **HERE) is None
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"group_id": "other"}, "the group changed ('g' then, 'other' now)"),
+    ({"instance_id": "pod-1"}, "the instance id changed"),
+    ({"build": "1.1"}, "the build changed ('1.0' then, '1.1' now)"),
+    ({"url": "http://elsewhere:6066"}, "the advertised URL changed"),
+    ({"topics": {"a.requests"}}, "the subscribed topics changed"),
+])
+def test_a_ticket_of_another_member_build_or_subscription_is_not(change: dict[str, Any], reason: str) -> None:
+    why = mismatch(TICKET, **{**HERE, **change})
+    assert why is not None and why.startswith(reason)
+
+
+@pytest.mark.parametrize("membership", [replace(MEMBERSHIP, member_id=""),
+                                        replace(MEMBERSHIP, generation=-1)])
+def test_a_ticket_that_names_no_membership_is_not(membership: Membership) -> None:
+    assert mismatch(Ticket(membership, 0.0), **HERE) == "it names no membership"
+
+
+def test_a_ticket_is_taken_once(tmp_path: Path) -> None:
+    path = tmp_path / "handover.json"
+    assert take_ticket(path) is None
+    write_ticket(path, TICKET)
+    assert take_ticket(path) == TICKET
+    assert not path.exists() and take_ticket(path) is None
+
+
+def test_a_damaged_ticket_is_taken_and_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "handover.json"
+    path.write_bytes(b'{"format": 1, "group_id": "g"')
+    assert take_ticket(path) is None
+    assert not path.exists()
+
+
+class FakeCoordinator:
+    """The parts of aiokafka's GroupCoordinator the hand-over reads and wraps, and what it was asked."""
+
+    def __init__(self, heartbeat_error: int = 0, heartbeat_fails: bool = False) -> None:
+        self.group_id, self._group_instance_id = "g", "pod-0"
+        self.member_id, self.generation = "", -1
+        self._closing: asyncio.Future[None] | None = None
+        self._subscription = SimpleNamespace(
+            subscription=SimpleNamespace(topics={"a.requests", "b.changelog"}, active=True),
+            subscribed_pattern=None)
+        self._group_subscription: set[str] | None = None
+        self._rejoin_needed_fut: Any = None
+        self.heartbeat_error, self.heartbeat_fails = heartbeat_error, heartbeat_fails
+        self.sent: list[Any] = []
+        self.joined: list[tuple[int, str, str, bytes]] = []
+        self.rejoins = 0
+        self.leaves = 0
+
+    async def _send_req(self, request: Any) -> Any:
+        self.sent.append(request)
+        if self.heartbeat_fails:
+            raise KafkaConnectionError("broker gone")
+        return SimpleNamespace(error_code=self.heartbeat_error)
+
+    async def _on_join_complete(self, generation: int, member_id: str, protocol: str,
+                                assignment: bytes) -> None:
+        self.joined.append((generation, member_id, protocol, assignment))
+
+    async def _do_rejoin_group(self, subscription: Any) -> bool:  # aiokafka's JoinGroup and SyncGroup
+        self.rejoins += 1
+        self.member_id, self.generation = "pod-0-new", 9
+        await self._on_join_complete(9, "pod-0-new", "faust", b"joined")
+        return True
+
+    async def _maybe_leave_group(self) -> None:  # aiokafka's: a static member resets, never leaves
+        self.leaves += 1
+        self.member_id, self.generation = "", -1
+
+
+def installed(coordinator: FakeCoordinator, path: Path, ticket: Ticket | None) -> Handover:
+    handover = Handover(coordinator, path, ticket, url="http://pod-0:6066", build="1.0", clock=lambda: 1002.5)
+    handover.install()
+    return handover
+
+
+async def rejoin(coordinator: FakeCoordinator) -> bool:
+    coordinator._closing = asyncio.get_running_loop().create_future()
+    return await coordinator._do_rejoin_group(coordinator._subscription.subscription)
+
+
+async def test_a_membership_the_broker_confirms_is_resumed_without_a_join(tmp_path: Path) -> None:
+    coordinator = FakeCoordinator()
+    handover = installed(coordinator, tmp_path / "t.json", TICKET)
+    assert await rejoin(coordinator)
+    [heartbeat] = coordinator.sent
+    assert isinstance(heartbeat, HeartbeatRequest)
+    assert (heartbeat._group, heartbeat._generation_id, heartbeat._member_id) == ("g", 4, "pod-0-abc")
+    assert coordinator.rejoins == 0
+    assert coordinator.joined == [(4, "pod-0-abc", "faust", b"\x00\x01assigned")]
+    assert (coordinator.member_id, coordinator.generation) == ("pod-0-abc", 4)
+    assert handover.last == MEMBERSHIP
+    # Used once: the next rejoin (a later rebalance) is a join.
+    assert await coordinator._do_rejoin_group(coordinator._subscription.subscription)
+    assert coordinator.rejoins == 1 and len(coordinator.sent) == 1
+
+
+@pytest.mark.parametrize(("coordinator", "ticket"), [
+    (FakeCoordinator(heartbeat_error=25), TICKET),  # UnknownMemberId: the session ran out
+    (FakeCoordinator(heartbeat_error=27), TICKET),  # RebalanceInProgress
+    (FakeCoordinator(heartbeat_error=22), TICKET),  # IllegalGeneration
+    (FakeCoordinator(heartbeat_fails=True), TICKET),
+    (FakeCoordinator(), Ticket(replace(MEMBERSHIP, build="0.9"), 0.0)),
+    (FakeCoordinator(), None),
+], ids=["unknown-member", "rebalancing", "illegal-generation", "no-answer", "other-build", "no-ticket"])
+async def test_anything_the_broker_does_not_confirm_is_a_join(
+    coordinator: FakeCoordinator, ticket: Ticket | None, tmp_path: Path
+) -> None:
+    installed(coordinator, tmp_path / "t.json", ticket)
+    assert await rejoin(coordinator)
+    assert coordinator.rejoins == 1
+    assert coordinator.joined == [(9, "pod-0-new", "faust", b"joined")]
+
+
+async def test_only_a_close_writes_the_membership_down(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    coordinator = FakeCoordinator()
+    installed(coordinator, path, None)
+    await rejoin(coordinator)
+    await coordinator._maybe_leave_group()  # the heartbeat task's leave of an idle consumer: no ticket
+    assert not path.exists() and coordinator.leaves == 1
+    await rejoin(coordinator)
+    assert coordinator._closing is not None
+    coordinator._closing.set_result(None)
+    await coordinator._maybe_leave_group()
+    written = take_ticket(path)
+    assert written is not None and coordinator.leaves == 2
+    assert (written.membership.member_id, written.membership.generation) == ("pod-0-new", 9)
+    assert written.membership.assignment == b"joined" and written.stopped_at == 1002.5
+
+
+async def test_a_membership_the_broker_took_back_is_not_written_down(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    coordinator = FakeCoordinator()
+    installed(coordinator, path, None)
+    await rejoin(coordinator)
+    coordinator.member_id, coordinator.generation = "", -1  # a heartbeat error reset the generation
+    assert coordinator._closing is not None
+    coordinator._closing.set_result(None)
+    await coordinator._maybe_leave_group()
+    assert not path.exists() and coordinator.leaves == 1
