@@ -39,15 +39,25 @@ log = logging.getLogger(__name__)
 
 
 def take_ticket(path: Path) -> Ticket | None:
-    """The ticket at `path`, deleted as it is read (None: none there, or not readable)."""
+    """The ticket at `path`, deleted as it is read (None: none there, or not readable).
+
+    It is claimed by a rename first: of two processes started on one data dir by mistake, one
+    at most gets it (two holders of one member id would fence nothing)."""
+    claimed = path.with_name(f"{path.name}.{os.getpid()}")
     try:
-        raw = path.read_bytes()
+        os.rename(path, claimed)
     except FileNotFoundError:
         return None
     except OSError as exc:
         log.warning("membership hand-over %s not readable (%s): joining the group", path, exc)
         return None
-    path.unlink(missing_ok=True)
+    try:
+        raw = claimed.read_bytes()
+    except OSError as exc:
+        log.warning("membership hand-over %s not readable (%s): joining the group", path, exc)
+        return None
+    finally:
+        claimed.unlink(missing_ok=True)
     try:
         return Ticket.decode(raw)
     except TicketError as exc:
