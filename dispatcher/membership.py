@@ -7,11 +7,11 @@ next start of the same instance, build and subscription takes it (read, then
 deleted, so it is used at most once) and asks the broker, with one heartbeat,
 whether that membership still stands. If the broker says yes, the generation
 it names is current and the assignment in the ticket is this member's: the
-worker resumes it without a JoinGroup or a SyncGroup, so no other member
-rebalances and the embedded broker's fixed 3 s + 3 s for a static join are not
-spent. Anything else (the session ran out, a rebalance moved the generation,
-another build or subscription) is a normal join. `overrides/resume.py` is the
-glue; this module is the pure part.
+worker resumes it without a JoinGroup or a SyncGroup (on the embedded broker,
+which holds each of those 3 s for a static member, that is 6 s sooner).
+Anything else (the session ran out, a rebalance moved the generation, another
+build, address or subscription) is a normal join. `overrides/resume.py` is
+the glue; this module is the pure part.
 """
 
 from __future__ import annotations

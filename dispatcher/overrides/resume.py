@@ -1,10 +1,12 @@
 """A static member's clean stop hands its group membership to its restart (`dispatcher/membership.py`).
 
-Without it a restarted static member joins again: on Kafka that rebalances
-every worker whenever the member's metadata changed (Faust's always does: it
-carries the worker's current assignment), and the embedded broker holds every
-static JoinGroup and SyncGroup for a fixed 3 s each, so a restart with an
-instance id delivered nothing for 7.3 s (docs/benchmarks.md, "Performance II").
+Without it a restarted static member joins again. The embedded broker holds
+every static JoinGroup and SyncGroup for a fixed 3 s each (and re-forms the
+group when the member's metadata changed, as Faust's always has: it carries
+the worker's current assignment), so a restart with an instance id delivered
+nothing for 7.3 s (docs/benchmarks.md, "Performance II"). Kafka answers a
+returning static member's join at once with its old assignment (KIP-345):
+there the hand-over saves those two round trips and nothing more.
 
 Three of aiokafka's GroupCoordinator methods are wrapped on the instance:
 - `_on_join_complete` records the membership each join (or resume) gives;
