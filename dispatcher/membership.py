@@ -5,13 +5,20 @@ consumer group when it stops: it is expected back. On its clean stop it writes
 this ticket (its member id, generation and assignment) beside its tables; the
 next start of the same instance, build and subscription takes it (read, then
 deleted, so it is used at most once) and asks the broker, with one heartbeat,
-whether that membership still stands. If the broker says yes, the generation
-it names is current and the assignment in the ticket is this member's: the
-worker resumes it without a JoinGroup or a SyncGroup (on the embedded broker,
-which holds each of those 3 s for a static member, that is 6 s sooner).
-Anything else (the session ran out, a rebalance moved the generation, another
-build, address or subscription) is a normal join. `overrides/resume.py` is
-the glue; this module is the pure part.
+whether that membership still stands, then how the group stands
+(DescribeGroups). It resumes the written assignment, without a JoinGroup or a
+SyncGroup, only if the heartbeat is answered without an error and the group is
+settled (`Stable`) with this member in it and the written assignment provably
+still its own: the broker shows that assignment for it (Kafka does), or it is
+the group's only member. A heartbeat alone is not proof: the embedded broker
+keeps a group's generation number when a returning static member re-forms the
+group, and answers heartbeats of that generation while it re-forms, so a new
+assignment can stand under the written generation (found by review: two owners
+of one partition in a group of two static workers). Anything else (the session
+ran out, a rebalance, another build, address or subscription, an answer
+missing) is a normal join. On the embedded broker, which holds a static
+member's JoinGroup and SyncGroup 3 s each, a resumed restart delivers 6 s
+sooner. `overrides/resume.py` is the glue; this module is the pure part.
 """
 
 from __future__ import annotations
@@ -44,6 +51,34 @@ class Membership:
     group_subscription: tuple[str, ...] | None  # the leader's view of every member's topics; None: not leader
     url: str  # the worker's advertised URL (Faust's assignment names it)
     build: str  # the dispatcher version that wrote it
+    # The leader's partition count per group topic when it assigned (None: not leader): a count
+    # changed while it was stopped needs a new assignment.
+    partition_counts: tuple[tuple[str, int], ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Described:
+    """A DescribeGroups answer for one group: its state, and each member's assignment as shown."""
+
+    error_code: int
+    state: str
+    members: dict[str, bytes]  # member id -> assignment (empty where the broker shows none)
+
+
+def unsettled(described: Described, membership: Membership) -> str | None:
+    """Why `described` does not prove the written assignment still this member's (None: it does)."""
+    if described.error_code:
+        return f"describing the group failed (error {described.error_code})"
+    if described.state != "Stable":
+        return f"the group is {described.state or 'in no state'}, not Stable"
+    shown = described.members.get(membership.member_id)
+    if shown is None:
+        return "the group does not list this member"
+    if shown:
+        return None if shown == membership.assignment else "the broker holds another assignment for it"
+    if len(described.members) > 1:
+        return "the group has other members and the broker shows no assignments"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +94,7 @@ class Ticket:
             "assignment": base64.b64encode(m.assignment).decode(), "topics": list(m.topics),
             "group_subscription": None if m.group_subscription is None else list(m.group_subscription),
             "url": m.url, "build": m.build, "stopped_at": self.stopped_at,
+            "partition_counts": None if m.partition_counts is None else dict(m.partition_counts),
         })
 
     @classmethod
@@ -79,6 +115,7 @@ class Ticket:
             topics=_topics(doc, "topics"),
             group_subscription=None if subscription is None else _topics(doc, "group_subscription"),
             url=_text(doc, "url"), build=_text(doc, "build"),
+            partition_counts=_counts(doc, "partition_counts"),
         )
         stopped_at = doc.get("stopped_at")
         if not isinstance(stopped_at, int | float) or isinstance(stopped_at, bool):
@@ -135,3 +172,13 @@ def _topics(doc: dict[str, Any], field: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
         raise TicketError(f"{field}: must be a list of topic names")
     return tuple(sorted(value))
+
+
+def _counts(doc: dict[str, Any], field: str) -> tuple[tuple[str, int], ...] | None:
+    value = doc.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(
+            isinstance(n, int) and not isinstance(n, bool) for n in value.values()):
+        raise TicketError(f"{field}: must be an object of topic names to partition counts")
+    return tuple(sorted(value.items()))

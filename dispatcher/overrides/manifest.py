@@ -103,6 +103,7 @@ RELIANCES: tuple[Reliance, ...] = (
             "member_assignment_bytes", digest="0b0b3d204b408f3c"),
     _method(AIOKAFKA_COORDINATOR, "_do_rejoin_group", "resume", "subscription"),
     _method(AIOKAFKA_COORDINATOR, "_get_metadata_snapshot", "resume"),
+    _method(AIOKAFKA_COORDINATOR, "_lookup_assignor", "resume", "name"),
     _attribute(AIOKAFKA_COORDINATOR, "_closing", "resume"),
     _attribute(AIOKAFKA_COORDINATOR, "_subscription", "resume"),
     _attribute(AIOKAFKA_COORDINATOR, "_group_subscription", "resume"),

@@ -5,21 +5,25 @@ every static JoinGroup and SyncGroup for a fixed 3 s each (and re-forms the
 group when the member's metadata changed, as Faust's always has: it carries
 the worker's current assignment), so a restart with an instance id delivered
 nothing for 7.3 s (docs/benchmarks.md, "Performance II"). Kafka answers a
-returning static member's join at once with its old assignment (KIP-345):
-there the hand-over saves those two round trips and nothing more.
+returning static member's JoinGroup at once, and its SyncGroup with its old
+assignment (KIP-345): there the hand-over saves those round trips and little
+more.
 
 Three of aiokafka's GroupCoordinator methods are wrapped on the instance:
 - `_on_join_complete` records the membership each join (or resume) gives;
 - `_maybe_leave_group`, on close only, writes that membership down for the
   next start, while it is still the coordinator's (a static member never
   leaves, so the broker keeps it until its session runs out);
-- `_do_rejoin_group`, the first time, resumes the written membership if one
-  heartbeat with its member id and generation is answered without an error:
-  the broker then still counts this member in that generation, whose
-  assignment is the one written. Every other answer is a normal join.
+- `_do_rejoin_group`, the first time, resumes the written membership if the
+  broker proves it still stands: a heartbeat with its member id and generation
+  answered without an error, the group described as `Stable` with the written
+  assignment still this member's (`membership.unsettled`), the partition
+  counts a leader assigned for unchanged, and Faust's assignor taking the
+  assignment. Any other answer is a normal join.
 The ticket is read and deleted as the consumer starts, so it is used at most
-once; a kill -9 writes none. After a resume the member is what it was: its
-heartbeats find any later rebalance and it rejoins as any member does.
+once; a kill -9 before the consumer closed writes none (one after it, while
+the rest of the worker stops, leaves a ticket as valid as a clean stop's).
+After a resume the member is as if it had never stopped.
 """
 
 from __future__ import annotations
@@ -31,11 +35,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from aiokafka.coordinator.protocol import ConsumerProtocol
 from aiokafka.errors import KafkaError, for_code
+from aiokafka.protocol.admin import DescribeGroupsRequest
 from aiokafka.protocol.group import HeartbeatRequest
 from aiokafka.util import create_future
 
-from ..membership import Membership, Ticket, TicketError, mismatch
+from ..membership import Described, Membership, Ticket, TicketError, mismatch, unsettled
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +116,13 @@ class Handover:
         subscription = c._subscription.subscription
         if subscription is not None:
             group = c._group_subscription
+            counts = None if group is None else tuple(sorted(c._metadata_snapshot.items()))
             self.last = Membership(
                 group_id=c.group_id, instance_id=c._group_instance_id, member_id=member_id,
                 generation=generation, protocol=protocol, assignment=bytes(assignment),
                 topics=tuple(sorted(subscription.topics)),
                 group_subscription=None if group is None else tuple(sorted(group)),
-                url=self._url, build=self._build)
+                url=self._url, build=self._build, partition_counts=counts)
         await self._theirs_join_complete(generation, member_id, protocol, assignment)
 
     async def _maybe_leave_group(self) -> None:
@@ -143,10 +150,10 @@ class Handover:
         m = ticket.membership
         why = mismatch(ticket, group_id=c.group_id, instance_id=c._group_instance_id,
                        topics=subscription.topics, url=self._url, build=self._build)
-        if why is None:
-            # As after a SyncGroup: a metadata change from here on asks for a join.
-            c._rejoin_needed_fut = create_future()
-            why = await self._still_a_member(m)
+        for check in (self._still_a_member, self._settled_as_written, self._assignor_accepts,
+                      self._partitions_unchanged):  # the last changes the coordinator: it comes last
+            if why is None:
+                why = await check(m)
         if why is None and not subscription.active:
             why = "the subscription changed meanwhile"
         if why is not None:
@@ -154,16 +161,11 @@ class Handover:
                      "hold (%s)", c.group_id, why)
             return False
         c.member_id, c.generation = m.member_id, m.generation
-        await self._take_leader_duties(m)
-        try:
-            await self._on_join_complete(m.generation, m.member_id, m.protocol, m.assignment)
-        except AssertionError as exc:  # Faust's assignor refused the assignment: join instead
-            log.warning("joining consumer group %s: the handed-over assignment was refused (%s)",
-                        c.group_id, exc)
-            c.member_id, c.generation = "", -1
-            return False
+        # As after a SyncGroup: a metadata change from here on asks for a join.
+        c._rejoin_needed_fut = create_future()
+        await self._on_join_complete(m.generation, m.member_id, m.protocol, m.assignment)
         log.info("resumed the membership of consumer group %s (member %s, generation %d) handed over by "
-                 "the clean stop %.1f s ago: no join, no rebalance", c.group_id, m.member_id, m.generation,
+                 "the clean stop %.1f s ago, without a join", c.group_id, m.member_id, m.generation,
                  max(0.0, self._clock() - ticket.stopped_at))
         return True
 
@@ -175,16 +177,51 @@ class Handover:
         except KafkaError as exc:
             return f"the heartbeat failed: {exc}"
         if response.error_code != 0:
-            return f"the broker answered {for_code(response.error_code).__name__}"
+            return f"the broker answered the heartbeat {for_code(response.error_code).__name__}"
         return None
 
-    async def _take_leader_duties(self, m: Membership) -> None:
-        """The leader watches every member's topics for a change of partitions, as after its assignment."""
+    async def _settled_as_written(self, m: Membership) -> str | None:
+        """None if the group, as the broker describes it, proves the written assignment still ours."""
+        try:
+            response = await self._coordinator._send_req(DescribeGroupsRequest([m.group_id]))
+        except KafkaError as exc:
+            return f"describing the group failed: {exc}"
+        return unsettled(described_group(response, m.group_id), m)
+
+    async def _partitions_unchanged(self, m: Membership) -> str | None:
+        """A leader's assignment stands only for the partition counts it was made for; None if they hold.
+        It then watches every member's topics for a change, as after an assignment."""
         if m.group_subscription is None:
-            return
+            return None
         c = self._coordinator
         c._group_subscription = set(m.group_subscription)
         if not c._subscription.subscribed_pattern:
             c._client.set_topics(c._group_subscription)
         await c._client._maybe_wait_metadata()
         c._metadata_snapshot = c._get_metadata_snapshot()
+        now = tuple(sorted(c._metadata_snapshot.items()))
+        if m.partition_counts is not None and now != m.partition_counts:
+            c._group_subscription = None
+            return "a topic's partition count changed while it was stopped"
+        return None
+
+    async def _assignor_accepts(self, m: Membership) -> str | None:
+        """Faust's assignor checks an assignment as it takes it (its URL, its topics): asked first, so a
+        refusal is a join and not a half-applied assignment. A later join's assignment replaces it."""
+        assignor = self._coordinator._lookup_assignor(m.protocol)
+        if assignor is None:
+            return f"no assignor {m.protocol!r} here"
+        try:
+            assignor.on_assignment(ConsumerProtocol.ASSIGNMENT.decode(m.assignment))
+        except Exception as exc:  # noqa: BLE001 - any refusal, an assertion or a decoding error, is a join
+            return f"the assignor refused the assignment ({type(exc).__name__}: {exc})"
+        return None
+
+
+def described_group(response: Any, group_id: str) -> Described:
+    """The DescribeGroups answer's entry for `group_id` (any version: a member's id comes first and its
+    assignment last)."""
+    for group in response.groups:
+        if group[1] == group_id:
+            return Described(group[0], group[2], {member[0]: bytes(member[-1] or b"") for member in group[5]})
+    return Described(-1, "", {})

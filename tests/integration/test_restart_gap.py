@@ -8,6 +8,7 @@ never left; the next worker's join then waited out the stopped one's session
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,17 @@ async def delivered_in_order(receiver: Receiver, path: str, count: int) -> None:
 
     await wait_until(lambda: len(seqs()) >= count, 60, f"{count} messages delivered to {path}")
     assert seqs() == list(range(1, count + 1))
+
+
+async def create_receiver(api: Api, url: str) -> str:
+    """Create a receiver; while the group settles the API may answer that its owner is moving."""
+    for _ in range(120):  # bounded: about a minute
+        status, body = await api.call("POST", "/v1/receivers", {"url": url})
+        if status == 201:
+            return str(body["id"])
+        assert body["error"]["code"] in ("pending", "unavailable"), body
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"no receiver created for {url}")
 
 
 async def send(worker: Any, receiver_id: str, count: int) -> None:
@@ -114,7 +126,7 @@ async def test_a_handover_the_group_has_moved_past_is_a_normal_join(
     assert len(members) == 2
     api = Api(first.url)
     try:  # 16 receivers spread over both workers' partitions: each delivered once, in order
-        rids = {f"r{i}": (await api.create_receiver(receiver.url(f"r{i}")))["id"] for i in range(16)}
+        rids = {f"r{i}": await create_receiver(api, receiver.url(f"r{i}")) for i in range(16)}
     finally:
         await api.close()
     for rid in rids.values():
@@ -123,29 +135,31 @@ async def test_a_handover_the_group_has_moved_past_is_a_normal_join(
         await delivered_in_order(receiver, path, 3)
 
 
-async def test_a_static_member_s_restart_leaves_the_other_workers_alone(
+async def test_beside_other_workers_a_restart_resumes_only_what_the_broker_shows_it(
     broker: EmbeddedBroker, make_worker: Any, receiver: Receiver
 ) -> None:
+    """The embedded broker shows no member's assignment and keeps a group's generation when a static
+    member re-forms it, so a heartbeat cannot prove the written assignment still this member's once
+    the group has others: the restart joins (Kafka shows each member's assignment; there it resumes
+    when the broker shows the written one)."""
     static = make_worker("static", DISPATCHER_INSTANCE_ID="pod-0")
     other = make_worker("other")
     await static.start().wait_ready()
     await other.start().wait_ready()
     await wait_until(lambda: "partitions owned=" in other.log_path.read_text(), 30,
                      "the other worker's assignment")
-    members = sorted(await group_members(broker, static.app_id))
-    settled = other.log_path.read_text().count("partitions owned=")
     static.stop()
+    assert len(handover_files(static)) == 1
     await static.start().wait_ready()
-    assert "resumed the membership of consumer group" in static.log_path.read_text()
-    assert sorted(await group_members(broker, static.app_id)) == members
+    log = static.log_path.read_text()
+    assert "(the group has other members and the broker shows no assignments)" in log
+    assert "resumed the membership" not in log
     api = Api(static.url)
     try:  # 16 receivers over both workers' partitions: each delivered once, in order
-        rids = {f"r{i}": (await api.create_receiver(receiver.url(f"r{i}")))["id"] for i in range(16)}
+        rids = {f"r{i}": await create_receiver(api, receiver.url(f"r{i}")) for i in range(16)}
     finally:
         await api.close()
     for rid in rids.values():
         await send(static, rid, 3)
     for path in rids:
         await delivered_in_order(receiver, path, 3)
-    # No rebalance reached the other worker: its partitions never changed hands.
-    assert other.log_path.read_text().count("partitions owned=") == settled

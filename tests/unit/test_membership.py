@@ -15,15 +15,18 @@ from typing import Any
 
 import orjson
 import pytest
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import KafkaConnectionError
+from aiokafka.protocol.admin import DescribeGroupsRequest
 from aiokafka.protocol.group import HeartbeatRequest
 
-from dispatcher.membership import Membership, Ticket, TicketError, mismatch
-from dispatcher.overrides.resume import Handover, take_ticket, write_ticket
+from dispatcher.membership import Described, Membership, Ticket, TicketError, mismatch, unsettled
+from dispatcher.overrides.resume import Handover, described_group, take_ticket, write_ticket
 
+ASSIGNED = ConsumerProtocolMemberAssignment(0, [("a.requests", [0, 1])], b"faust's").encode()
 MEMBERSHIP = Membership(
     group_id="g", instance_id="pod-0", member_id="pod-0-abc", generation=4, protocol="faust",
-    assignment=b"\x00\x01assigned", topics=("a.requests", "b.changelog"), group_subscription=None,
+    assignment=ASSIGNED, topics=("a.requests", "b.changelog"), group_subscription=None,
     url="http://pod-0:6066", build="1.0")
 TICKET = Ticket(MEMBERSHIP, stopped_at=1000.0)
 HERE = {"group_id": "g", "instance_id": "pod-0", "topics": {"b.changelog", "a.requests"},
@@ -32,8 +35,9 @@ HERE = {"group_id": "g", "instance_id": "pod-0", "topics": {"b.changelog", "a.re
 
 def test_a_ticket_reads_back_as_written() -> None:
     assert Ticket.decode(TICKET.encode()) == TICKET
-    leader = Ticket(replace(MEMBERSHIP, group_subscription=("x", "a")), 5.5)
-    assert Ticket.decode(leader.encode()).membership.group_subscription == ("a", "x")
+    leader = Ticket(replace(MEMBERSHIP, group_subscription=("a", "x"), partition_counts=(("a", 8), ("x", 1))),
+                    5.5)
+    assert Ticket.decode(leader.encode()) == leader
 
 
 @pytest.mark.parametrize(("field", "value", "named"), [
@@ -45,6 +49,7 @@ def test_a_ticket_reads_back_as_written() -> None:
     ("topics", "a.requests", "topics: must be a list of topic names"),
     ("group_subscription", [1], "group_subscription: must be a list of topic names"),
     ("stopped_at", "yesterday", "stopped_at: must be a number"),
+    ("partition_counts", {"a": "8"}, "partition_counts: must be an object of topic names to partition"),
     ("format", 2, "format: 2, this build reads 1"),
 ])
 def test_a_damaged_ticket_names_its_field(field: str, value: Any, named: str) -> None:
@@ -82,6 +87,39 @@ def test_a_ticket_that_names_no_membership_is_not(membership: Membership) -> Non
     assert mismatch(Ticket(membership, 0.0), **HERE) == "it names no membership"
 
 
+@pytest.mark.parametrize(("described", "reason"), [
+    (Described(0, "Stable", {"pod-0-abc": b""}), None),  # the only member (the embedded broker shows none)
+    (Described(0, "Stable", {"pod-0-abc": ASSIGNED, "pod-1-x": b"other"}), None),  # shown: the same
+    (Described(0, "Stable", {"pod-0-abc": b"\x00\x01moved", "pod-1-x": b"other"}),
+     "the broker holds another assignment for it"),
+    (Described(0, "Stable", {"pod-0-abc": b"", "pod-1-x": b""}),
+     "the group has other members and the broker shows no assignments"),
+    (Described(0, "Unknown", {"pod-0-abc": b""}), "the group is Unknown, not Stable"),  # re-forming
+    (Described(0, "PreparingRebalance", {"pod-0-abc": b""}), "the group is PreparingRebalance, not Stable"),
+    (Described(0, "Stable", {"pod-1-x": b""}), "the group does not list this member"),
+    (Described(16, "", {}), "describing the group failed (error 16)"),
+])
+def test_only_a_settled_group_that_shows_the_assignment_ours_proves_it(
+    described: Described, reason: str | None
+) -> None:
+    assert unsettled(described, MEMBERSHIP) == reason
+
+
+class Answer(SimpleNamespace):
+    pass
+
+
+@pytest.mark.parametrize("members", [
+    [("pod-0-abc", "cid", "host", b"meta", b"assigned")],  # v0-v3
+    [("pod-0-abc", "pod-0", "cid", "host", b"meta", b"assigned")],  # v4 and up: the instance id second
+])
+def test_a_describe_answer_of_any_version_is_read(members: list[tuple[Any, ...]]) -> None:
+    answer = Answer(groups=[(0, "other", "Stable", "consumer", "faust", []),
+                            (0, "g", "Stable", "consumer", "faust", members)])
+    assert described_group(answer, "g") == Described(0, "Stable", {"pod-0-abc": b"assigned"})
+    assert described_group(answer, "missing") == Described(-1, "", {})
+
+
 def test_a_ticket_is_taken_once(tmp_path: Path) -> None:
     path = tmp_path / "handover.json"
     assert take_ticket(path) is None
@@ -100,7 +138,9 @@ def test_a_damaged_ticket_is_taken_and_dropped(tmp_path: Path) -> None:
 class FakeCoordinator:
     """The parts of aiokafka's GroupCoordinator the hand-over reads and wraps, and what it was asked."""
 
-    def __init__(self, heartbeat_error: int = 0, heartbeat_fails: bool = False) -> None:
+    def __init__(self, heartbeat_error: int = 0, heartbeat_fails: bool = False, state: str = "Stable",
+                 members: dict[str, bytes] | None = None, refuse: bool = False,
+                 partitions: dict[str, int] | None = None) -> None:
         self.group_id, self._group_instance_id = "g", "pod-0"
         self.member_id, self.generation = "", -1
         self._closing: asyncio.Future[None] | None = None
@@ -110,6 +150,12 @@ class FakeCoordinator:
         self._group_subscription: set[str] | None = None
         self._rejoin_needed_fut: Any = None
         self.heartbeat_error, self.heartbeat_fails = heartbeat_error, heartbeat_fails
+        self.state, self.members = state, {"pod-0-abc": b""} if members is None else members
+        self.refuse = refuse
+        self.partitions = {"a.requests": 8, "b.changelog": 8} if partitions is None else partitions
+        self._metadata_snapshot: dict[str, int] = {}
+        self._client = SimpleNamespace(set_topics=lambda topics: None, _maybe_wait_metadata=self._no_wait)
+        self.assigned: list[bytes] = []  # what the assignor was given
         self.sent: list[Any] = []
         self.joined: list[tuple[int, str, str, bytes]] = []
         self.rejoins = 0
@@ -117,9 +163,24 @@ class FakeCoordinator:
 
     async def _send_req(self, request: Any) -> Any:
         self.sent.append(request)
+        if isinstance(request, DescribeGroupsRequest):
+            members = [(m, "cid", "host", b"", a) for m, a in self.members.items()]
+            return Answer(groups=[(0, "g", self.state, "consumer", "faust", members)])
         if self.heartbeat_fails:
             raise KafkaConnectionError("broker gone")
         return SimpleNamespace(error_code=self.heartbeat_error)
+
+    async def _no_wait(self) -> None:
+        return None
+
+    def _get_metadata_snapshot(self) -> dict[str, int]:
+        return {t: self.partitions[t] for t in self._group_subscription or ()}
+
+    def _lookup_assignor(self, name: str) -> Any:
+        def on_assignment(assignment: Any) -> None:
+            self.assigned.append(assignment)
+            assert not self.refuse, "url mismatch"
+        return SimpleNamespace(on_assignment=on_assignment) if name == "faust" else None
 
     async def _on_join_complete(self, generation: int, member_id: str, protocol: str,
                                 assignment: bytes) -> None:
@@ -151,16 +212,17 @@ async def test_a_membership_the_broker_confirms_is_resumed_without_a_join(tmp_pa
     coordinator = FakeCoordinator()
     handover = installed(coordinator, tmp_path / "t.json", TICKET)
     assert await rejoin(coordinator)
-    [heartbeat] = coordinator.sent
-    assert isinstance(heartbeat, HeartbeatRequest)
+    heartbeat, describe = coordinator.sent
+    assert isinstance(heartbeat, HeartbeatRequest) and isinstance(describe, DescribeGroupsRequest)
     assert (heartbeat._group, heartbeat._generation_id, heartbeat._member_id) == ("g", 4, "pod-0-abc")
     assert coordinator.rejoins == 0
-    assert coordinator.joined == [(4, "pod-0-abc", "faust", b"\x00\x01assigned")]
+    assert coordinator.joined == [(4, "pod-0-abc", "faust", ASSIGNED)]
+    assert [a.assignment for a in coordinator.assigned] == [[("a.requests", [0, 1])]]  # asked first
     assert (coordinator.member_id, coordinator.generation) == ("pod-0-abc", 4)
     assert handover.last == MEMBERSHIP
     # Used once: the next rejoin (a later rebalance) is a join.
     assert await coordinator._do_rejoin_group(coordinator._subscription.subscription)
-    assert coordinator.rejoins == 1 and len(coordinator.sent) == 1
+    assert coordinator.rejoins == 1 and len(coordinator.sent) == 2
 
 
 @pytest.mark.parametrize(("coordinator", "ticket"), [
@@ -170,7 +232,17 @@ async def test_a_membership_the_broker_confirms_is_resumed_without_a_join(tmp_pa
     (FakeCoordinator(heartbeat_fails=True), TICKET),
     (FakeCoordinator(), Ticket(replace(MEMBERSHIP, build="0.9"), 0.0)),
     (FakeCoordinator(), None),
-], ids=["unknown-member", "rebalancing", "illegal-generation", "no-answer", "other-build", "no-ticket"])
+    (FakeCoordinator(state="Unknown"), TICKET),  # the embedded broker re-forming at the same generation
+    (FakeCoordinator(members={"pod-0-abc": b"", "pod-1-x": b""}), TICKET),
+    (FakeCoordinator(members={"pod-0-abc": b"moved"}), TICKET),
+    (FakeCoordinator(refuse=True), TICKET),
+    (FakeCoordinator(), Ticket(replace(MEMBERSHIP, protocol="range"), 0.0)),
+    (FakeCoordinator(partitions={"a.requests": 16, "b.changelog": 8}),
+     Ticket(replace(MEMBERSHIP, group_subscription=("a.requests", "b.changelog"),
+                    partition_counts=(("a.requests", 8), ("b.changelog", 8))), 0.0)),
+], ids=["unknown-member", "rebalancing", "illegal-generation", "no-answer", "other-build", "no-ticket",
+        "re-forming", "others-unshown", "another-assignment", "assignor-refuses", "unknown-assignor",
+        "partitions-added"])
 async def test_anything_the_broker_does_not_confirm_is_a_join(
     coordinator: FakeCoordinator, ticket: Ticket | None, tmp_path: Path
 ) -> None:
@@ -178,6 +250,18 @@ async def test_anything_the_broker_does_not_confirm_is_a_join(
     assert await rejoin(coordinator)
     assert coordinator.rejoins == 1
     assert coordinator.joined == [(9, "pod-0-new", "faust", b"joined")]
+    assert coordinator._group_subscription is None  # no leader duties taken up for a join
+
+
+async def test_a_leader_resumes_with_its_partition_counts_unchanged_and_watches_them(tmp_path: Path) -> None:
+    leader = replace(MEMBERSHIP, group_subscription=("a.requests", "b.changelog"),
+                     partition_counts=(("a.requests", 8), ("b.changelog", 8)))
+    coordinator = FakeCoordinator()
+    installed(coordinator, tmp_path / "t.json", Ticket(leader, 0.0))
+    assert await rejoin(coordinator)
+    assert coordinator.rejoins == 0
+    assert coordinator._group_subscription == {"a.requests", "b.changelog"}
+    assert coordinator._metadata_snapshot == {"a.requests": 8, "b.changelog": 8}
 
 
 async def test_only_a_close_writes_the_membership_down(tmp_path: Path) -> None:
