@@ -4,21 +4,22 @@ A worker with an instance id (Kafka static membership) does not leave its
 consumer group when it stops: it is expected back. On its clean stop it writes
 this ticket (its member id, generation and assignment) beside its tables; the
 next start of the same instance, build and subscription takes it (read, then
-deleted, so it is used at most once) and asks the broker, with one heartbeat,
-whether that membership still stands, then how the group stands
-(DescribeGroups). It resumes the written assignment, without a JoinGroup or a
-SyncGroup, only if the heartbeat is answered without an error and the group is
-settled (`Stable`) with this member in it and the written assignment provably
-still its own: the broker shows that assignment for it (Kafka does), or it is
-the group's only member. A heartbeat alone is not proof: the embedded broker
+deleted, so it is used at most once) and asks the broker how the group stands
+(DescribeGroups, which changes nothing), then, with one heartbeat, whether the
+membership still stands. It resumes the written assignment, without a
+JoinGroup or a SyncGroup, only if the ticket is young, the group is settled
+(`Stable`) with this member in it and the written assignment provably still
+its own (the broker shows that assignment for it, as Kafka does, or the member
+is alone in the group and was given every partition), and the heartbeat is
+answered without an error. A heartbeat alone is no proof: the embedded broker
 keeps a group's generation number when a returning static member re-forms the
-group, and answers heartbeats of that generation while it re-forms, so a new
-assignment can stand under the written generation (found by review: two owners
-of one partition in a group of two static workers). Anything else (the session
-ran out, a rebalance, another build, address or subscription, an answer
-missing) is a normal join. On the embedded broker, which holds a static
-member's JoinGroup and SyncGroup 3 s each, a resumed restart delivers 6 s
-sooner. `overrides/resume.py` is the glue; this module is the pure part.
+group and answers that generation's heartbeats meanwhile, and a heartbeat
+there ends the sessions of silent members (found by review: two owners of one
+partition, or a worker waiting for ever, in groups of static workers). Anything
+else is a normal join. On the embedded broker, which shows no assignments,
+only a worker alone in its group resumes; it then delivers 6 s sooner than a
+join, which that broker holds 3 s + 3 s for a static member.
+`overrides/resume.py` is the glue; this module is the pure part.
 """
 
 from __future__ import annotations
@@ -65,8 +66,25 @@ class Described:
     members: dict[str, bytes]  # member id -> assignment (empty where the broker shows none)
 
 
-def unsettled(described: Described, membership: Membership) -> str | None:
-    """Why `described` does not prove the written assignment still this member's (None: it does)."""
+MARGIN = 1.0  # seconds kept in hand for the restart's own requests to reach the broker
+
+
+def too_old(ticket: Ticket, now: float, session_s: float, heartbeat_s: float) -> str | None:
+    """Why `ticket` is too old to try (None: young enough). The member's session runs from its last
+    heartbeat, up to `heartbeat_s` before the stop; near its end the broker may be ending it, and on
+    the embedded broker the resume's own heartbeat would end it while the group still names it
+    leader (the join after that waits for ever). A clock gone back makes any ticket too old."""
+    age = now - ticket.stopped_at
+    limit = session_s - heartbeat_s - MARGIN
+    if not 0 <= age <= limit:
+        return f"it was written {age:.1f} s ago, not within the {limit:.1f} s a resume may take"
+    return None
+
+
+def unsettled(described: Described, membership: Membership,
+              assigned: dict[str, frozenset[int]]) -> str | None:
+    """Why `described` does not prove the written assignment still this member's (None: it does).
+    `assigned` is that assignment's partitions per topic."""
     if described.error_code:
         return f"describing the group failed (error {described.error_code})"
     if described.state != "Stable":
@@ -78,6 +96,18 @@ def unsettled(described: Described, membership: Membership) -> str | None:
         return None if shown == membership.assignment else "the broker holds another assignment for it"
     if len(described.members) > 1:
         return "the group has other members and the broker shows no assignments"
+    return uncovered(membership, assigned)
+
+
+def uncovered(membership: Membership, assigned: dict[str, frozenset[int]]) -> str | None:
+    """A member alone in its group must have been given every partition of the topics it led the
+    assignment for; None if it was. (A group whose other members were dropped without a new
+    assignment leaves the survivor its share only.)"""
+    if membership.partition_counts is None:
+        return "it is alone in the group but did not make the assignment"
+    for topic, count in membership.partition_counts:
+        if assigned.get(topic, frozenset()) != frozenset(range(count)):
+            return f"it is alone in the group but was not given every partition of {topic}"
     return None
 
 

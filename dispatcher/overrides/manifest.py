@@ -110,6 +110,8 @@ RELIANCES: tuple[Reliance, ...] = (
     _attribute(AIOKAFKA_COORDINATOR, "_rejoin_needed_fut", "resume"),
     _attribute(AIOKAFKA_COORDINATOR, "_metadata_snapshot", "resume"),
     _attribute(AIOKAFKA_COORDINATOR, "_client", "resume"),
+    _attribute(AIOKAFKA_COORDINATOR, "_session_timeout_ms", "resume"),
+    _attribute(AIOKAFKA_COORDINATOR, "_heartbeat_interval_ms", "resume"),
     _method(AIOKAFKA_CLIENT, "_maybe_wait_metadata", "resume"),
     # ... and the resumed assignment must pass Faust's assignor as a joined one does
     _method("faust.assignor.partition_assignor:PartitionAssignor", "on_assignment", "resume", "assignment",

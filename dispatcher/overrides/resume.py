@@ -15,11 +15,12 @@ Three of aiokafka's GroupCoordinator methods are wrapped on the instance:
   next start, while it is still the coordinator's (a static member never
   leaves, so the broker keeps it until its session runs out);
 - `_do_rejoin_group`, the first time, resumes the written membership if the
-  broker proves it still stands: a heartbeat with its member id and generation
-  answered without an error, the group described as `Stable` with the written
-  assignment still this member's (`membership.unsettled`), the partition
-  counts a leader assigned for unchanged, and Faust's assignor taking the
-  assignment. Any other answer is a normal join.
+  broker proves it still stands (`membership.py` says what counts as proof):
+  the ticket young enough, the group described `Stable` with the written
+  assignment still this member's, a heartbeat at the written generation
+  answered without an error, Faust's assignor taking the assignment (a copy
+  of it is asked), and a leader's partition counts unchanged. Anything else is
+  a normal join. A close with a rejoin pending writes no ticket.
 The ticket is read and deleted as the consumer starts, so it is used at most
 once; a kill -9 before the consumer closed writes none (one after it, while
 the rest of the worker stops, leaves a ticket as valid as a clean stop's).
@@ -28,6 +29,7 @@ After a resume the member is as if it had never stopped.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import time
@@ -41,7 +43,7 @@ from aiokafka.protocol.admin import DescribeGroupsRequest
 from aiokafka.protocol.group import HeartbeatRequest
 from aiokafka.util import create_future
 
-from ..membership import Described, Membership, Ticket, TicketError, mismatch, unsettled
+from ..membership import Described, Membership, Ticket, TicketError, mismatch, too_old, unsettled
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +114,7 @@ class Handover:
 
     async def _on_join_complete(self, generation: int, member_id: str, protocol: str,
                                 assignment: bytes) -> None:
+        self._ticket = None  # a membership is set: a ticket not used by now never will be
         c = self._coordinator
         subscription = c._subscription.subscription
         if subscription is not None:
@@ -129,7 +132,7 @@ class Handover:
         c = self._coordinator
         last = self.last
         if (c._closing.done() and last is not None and c.member_id == last.member_id
-                and c.generation == last.generation):
+                and c.generation == last.generation and not c._rejoin_needed_fut.done()):
             try:
                 write_ticket(self._path, Ticket(last, self._clock()))
             except OSError as exc:  # the next start joins as it would have without the ticket
@@ -150,13 +153,17 @@ class Handover:
         m = ticket.membership
         why = mismatch(ticket, group_id=c.group_id, instance_id=c._group_instance_id,
                        topics=subscription.topics, url=self._url, build=self._build)
-        for check in (self._still_a_member, self._settled_as_written, self._assignor_accepts,
-                      self._partitions_unchanged):  # the last changes the coordinator: it comes last
+        why = why or too_old(ticket, self._clock(), c._session_timeout_ms / 1000,
+                             c._heartbeat_interval_ms / 1000)
+        # The describe first: it changes nothing, where a heartbeat may end other members' sessions.
+        for check in (self._settled_as_written, self._still_a_member, self._assignor_accepts,
+                      self._partitions_unchanged):
             if why is None:
                 why = await check(m)
         if why is None and not subscription.active:
             why = "the subscription changed meanwhile"
         if why is not None:
+            c._group_subscription = None  # as before `_partitions_unchanged` took up a leader's watch
             log.info("joining consumer group %s: the membership handed over by the clean stop does not "
                      "hold (%s)", c.group_id, why)
             return False
@@ -166,8 +173,17 @@ class Handover:
         await self._on_join_complete(m.generation, m.member_id, m.protocol, m.assignment)
         log.info("resumed the membership of consumer group %s (member %s, generation %d) handed over by "
                  "the clean stop %.1f s ago, without a join", c.group_id, m.member_id, m.generation,
-                 max(0.0, self._clock() - ticket.stopped_at))
+                 self._clock() - ticket.stopped_at)
         return True
+
+    async def _settled_as_written(self, m: Membership) -> str | None:
+        """None if the group, as the broker describes it, proves the written assignment still ours."""
+        try:
+            response = await self._coordinator._send_req(DescribeGroupsRequest([m.group_id]))
+            assigned = partitions_of(m.assignment)
+        except (KafkaError, ValueError) as exc:
+            return f"describing the group failed: {exc}"
+        return unsettled(described_group(response, m.group_id), m, assigned)
 
     async def _still_a_member(self, m: Membership) -> str | None:
         """None if the broker answers a heartbeat of `m` without an error; else why not."""
@@ -180,17 +196,22 @@ class Handover:
             return f"the broker answered the heartbeat {for_code(response.error_code).__name__}"
         return None
 
-    async def _settled_as_written(self, m: Membership) -> str | None:
-        """None if the group, as the broker describes it, proves the written assignment still ours."""
+    async def _assignor_accepts(self, m: Membership) -> str | None:
+        """Faust's assignor checks an assignment as it takes it (its URL, its topics), setting its own
+        fields first: a copy of it is asked, so a refusal leaves nothing behind for the join after."""
+        assignor = self._coordinator._lookup_assignor(m.protocol)
+        if assignor is None:
+            return f"no assignor {m.protocol!r} here"
         try:
-            response = await self._coordinator._send_req(DescribeGroupsRequest([m.group_id]))
-        except KafkaError as exc:
-            return f"describing the group failed: {exc}"
-        return unsettled(described_group(response, m.group_id), m)
+            copy.copy(assignor).on_assignment(ConsumerProtocol.ASSIGNMENT.decode(m.assignment))
+        except Exception as exc:  # noqa: BLE001 - any refusal, an assertion or a decoding error, is a join
+            return f"the assignor refused the assignment ({type(exc).__name__}: {exc})"
+        return None
 
     async def _partitions_unchanged(self, m: Membership) -> str | None:
         """A leader's assignment stands only for the partition counts it was made for; None if they hold.
-        It then watches every member's topics for a change, as after an assignment."""
+        It then watches every member's topics for a change, as after an assignment (undone by the
+        caller if the resume is refused after all)."""
         if m.group_subscription is None:
             return None
         c = self._coordinator
@@ -199,23 +220,16 @@ class Handover:
             c._client.set_topics(c._group_subscription)
         await c._client._maybe_wait_metadata()
         c._metadata_snapshot = c._get_metadata_snapshot()
-        now = tuple(sorted(c._metadata_snapshot.items()))
-        if m.partition_counts is not None and now != m.partition_counts:
-            c._group_subscription = None
+        counts = tuple(sorted(c._metadata_snapshot.items()))
+        if m.partition_counts is not None and counts != m.partition_counts:
             return "a topic's partition count changed while it was stopped"
         return None
 
-    async def _assignor_accepts(self, m: Membership) -> str | None:
-        """Faust's assignor checks an assignment as it takes it (its URL, its topics): asked first, so a
-        refusal is a join and not a half-applied assignment. A later join's assignment replaces it."""
-        assignor = self._coordinator._lookup_assignor(m.protocol)
-        if assignor is None:
-            return f"no assignor {m.protocol!r} here"
-        try:
-            assignor.on_assignment(ConsumerProtocol.ASSIGNMENT.decode(m.assignment))
-        except Exception as exc:  # noqa: BLE001 - any refusal, an assertion or a decoding error, is a join
-            return f"the assignor refused the assignment ({type(exc).__name__}: {exc})"
-        return None
+
+def partitions_of(assignment: bytes) -> dict[str, frozenset[int]]:
+    """An encoded consumer assignment's partitions per topic."""
+    decoded = ConsumerProtocol.ASSIGNMENT.decode(assignment)
+    return {topic: frozenset(partitions) for topic, partitions in decoded.assignment}
 
 
 def described_group(response: Any, group_id: str) -> Described:

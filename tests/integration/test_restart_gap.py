@@ -81,7 +81,9 @@ async def send(worker: Any, receiver_id: str, count: int) -> None:
 async def test_a_static_member_resumes_its_membership_after_a_clean_stop(
     broker: EmbeddedBroker, make_worker: Any, receiver: Receiver
 ) -> None:
-    worker = make_worker("static", DISPATCHER_INSTANCE_ID="pod-0")
+    # A long session: a restart slowed down by a busy machine still comes within it (a ticket is
+    # tried only while the session surely runs).
+    worker = make_worker("static", DISPATCHER_INSTANCE_ID="pod-0", DISPATCHER_SESSION_TIMEOUT="20")
     await worker.start().wait_ready()
     api = Api(worker.url)
     try:
@@ -96,10 +98,10 @@ async def test_a_static_member_resumes_its_membership_after_a_clean_stop(
     assert len(handover_files(worker)) == 1
     assert await group_members(broker, worker.app_id) == [member]
     await worker.start().wait_ready()
-    # One heartbeat, no JoinGroup: the broker still holds the very same member (a join by the
-    # instance id would have been given a new member id), and the hand-over is used up.
-    assert await group_members(broker, worker.app_id) == [member]
+    # Resumed, not joined: the worker says so, the broker holds the same member, and the hand-over
+    # is used up.
     assert "resumed the membership of consumer group" in worker.log_path.read_text()
+    assert await group_members(broker, worker.app_id) == [member]
     assert handover_files(worker) == []
     await send(worker, rid, 5)
     await delivered_in_order(receiver, "r", 10)
@@ -119,7 +121,7 @@ async def test_a_handover_the_group_has_moved_past_is_a_normal_join(
     await other.start().wait_ready()
     await first.start().wait_ready()
     log = first.log_path.read_text()
-    assert "the membership handed over by the clean stop does not hold (the broker answered" in log
+    assert "the membership handed over by the clean stop does not hold (" in log
     assert "resumed the membership" not in log
     assert handover_files(first) == []
     members = await group_members(broker, first.app_id)

@@ -20,14 +20,25 @@ from aiokafka.errors import KafkaConnectionError
 from aiokafka.protocol.admin import DescribeGroupsRequest
 from aiokafka.protocol.group import HeartbeatRequest
 
-from dispatcher.membership import Described, Membership, Ticket, TicketError, mismatch, unsettled
-from dispatcher.overrides.resume import Handover, described_group, take_ticket, write_ticket
+from dispatcher.membership import (
+    Described,
+    Membership,
+    Ticket,
+    TicketError,
+    mismatch,
+    too_old,
+    unsettled,
+)
+from dispatcher.overrides.resume import Handover, described_group, partitions_of, take_ticket, write_ticket
 
-ASSIGNED = ConsumerProtocolMemberAssignment(0, [("a.requests", [0, 1])], b"faust's").encode()
+TOPICS = ("a.requests", "b.changelog")
+# What a worker alone in its group is given: every partition of every topic, as their leader.
+ASSIGNED = ConsumerProtocolMemberAssignment(0, [(t, [0, 1]) for t in TOPICS], b"faust's").encode()
+SHARE = ConsumerProtocolMemberAssignment(0, [(t, [1]) for t in TOPICS], b"faust's").encode()
 MEMBERSHIP = Membership(
     group_id="g", instance_id="pod-0", member_id="pod-0-abc", generation=4, protocol="faust",
-    assignment=ASSIGNED, topics=("a.requests", "b.changelog"), group_subscription=None,
-    url="http://pod-0:6066", build="1.0")
+    assignment=ASSIGNED, topics=TOPICS, group_subscription=TOPICS,
+    url="http://pod-0:6066", build="1.0", partition_counts=tuple((t, 2) for t in TOPICS))
 TICKET = Ticket(MEMBERSHIP, stopped_at=1000.0)
 HERE = {"group_id": "g", "instance_id": "pod-0", "topics": {"b.changelog", "a.requests"},
         "url": "http://pod-0:6066", "build": "1.0"}
@@ -102,7 +113,23 @@ def test_a_ticket_that_names_no_membership_is_not(membership: Membership) -> Non
 def test_only_a_settled_group_that_shows_the_assignment_ours_proves_it(
     described: Described, reason: str | None
 ) -> None:
-    assert unsettled(described, MEMBERSHIP) == reason
+    assert unsettled(described, MEMBERSHIP, partitions_of(ASSIGNED)) == reason
+
+
+def test_alone_in_its_group_a_member_proves_nothing_with_a_share_or_as_a_follower() -> None:
+    alone = Described(0, "Stable", {"pod-0-abc": b""})
+    share = replace(MEMBERSHIP, assignment=SHARE)
+    assert unsettled(alone, share, partitions_of(SHARE)) == (
+        "it is alone in the group but was not given every partition of a.requests")
+    follower = replace(MEMBERSHIP, group_subscription=None, partition_counts=None)
+    assert unsettled(alone, follower, partitions_of(ASSIGNED)) == (
+        "it is alone in the group but did not make the assignment")
+
+
+@pytest.mark.parametrize(("now", "fresh"), [(1000.0, True), (1008.0, True), (1008.1, False), (999.0, False)])
+def test_a_ticket_is_tried_only_while_its_session_surely_runs(now: float, fresh: bool) -> None:
+    # session 10 s, heartbeats every second, 1 s in hand: up to 8 s after the stop
+    assert (too_old(TICKET, now, 10.0, 1.0) is None) == fresh
 
 
 class Answer(SimpleNamespace):
@@ -152,7 +179,8 @@ class FakeCoordinator:
         self.heartbeat_error, self.heartbeat_fails = heartbeat_error, heartbeat_fails
         self.state, self.members = state, {"pod-0-abc": b""} if members is None else members
         self.refuse = refuse
-        self.partitions = {"a.requests": 8, "b.changelog": 8} if partitions is None else partitions
+        self.partitions = {"a.requests": 2, "b.changelog": 2} if partitions is None else partitions
+        self._session_timeout_ms, self._heartbeat_interval_ms = 10_000, 1_000
         self._metadata_snapshot: dict[str, int] = {}
         self._client = SimpleNamespace(set_topics=lambda topics: None, _maybe_wait_metadata=self._no_wait)
         self.assigned: list[bytes] = []  # what the assignor was given
@@ -205,6 +233,7 @@ def installed(coordinator: FakeCoordinator, path: Path, ticket: Ticket | None) -
 
 async def rejoin(coordinator: FakeCoordinator) -> bool:
     coordinator._closing = asyncio.get_running_loop().create_future()
+    coordinator._rejoin_needed_fut = asyncio.get_running_loop().create_future()
     return await coordinator._do_rejoin_group(coordinator._subscription.subscription)
 
 
@@ -212,12 +241,12 @@ async def test_a_membership_the_broker_confirms_is_resumed_without_a_join(tmp_pa
     coordinator = FakeCoordinator()
     handover = installed(coordinator, tmp_path / "t.json", TICKET)
     assert await rejoin(coordinator)
-    heartbeat, describe = coordinator.sent
+    describe, heartbeat = coordinator.sent  # the describe first: it changes nothing on the broker
     assert isinstance(heartbeat, HeartbeatRequest) and isinstance(describe, DescribeGroupsRequest)
     assert (heartbeat._group, heartbeat._generation_id, heartbeat._member_id) == ("g", 4, "pod-0-abc")
     assert coordinator.rejoins == 0
     assert coordinator.joined == [(4, "pod-0-abc", "faust", ASSIGNED)]
-    assert [a.assignment for a in coordinator.assigned] == [[("a.requests", [0, 1])]]  # asked first
+    assert [a.assignment for a in coordinator.assigned] == [[(t, [0, 1]) for t in TOPICS]]  # asked first
     assert (coordinator.member_id, coordinator.generation) == ("pod-0-abc", 4)
     assert handover.last == MEMBERSHIP
     # Used once: the next rejoin (a later rebalance) is a join.
@@ -230,19 +259,20 @@ async def test_a_membership_the_broker_confirms_is_resumed_without_a_join(tmp_pa
     (FakeCoordinator(heartbeat_error=27), TICKET),  # RebalanceInProgress
     (FakeCoordinator(heartbeat_error=22), TICKET),  # IllegalGeneration
     (FakeCoordinator(heartbeat_fails=True), TICKET),
-    (FakeCoordinator(), Ticket(replace(MEMBERSHIP, build="0.9"), 0.0)),
+    (FakeCoordinator(), Ticket(replace(MEMBERSHIP, build="0.9"), 1000.0)),
     (FakeCoordinator(), None),
     (FakeCoordinator(state="Unknown"), TICKET),  # the embedded broker re-forming at the same generation
     (FakeCoordinator(members={"pod-0-abc": b"", "pod-1-x": b""}), TICKET),
     (FakeCoordinator(members={"pod-0-abc": b"moved"}), TICKET),
     (FakeCoordinator(refuse=True), TICKET),
-    (FakeCoordinator(), Ticket(replace(MEMBERSHIP, protocol="range"), 0.0)),
-    (FakeCoordinator(partitions={"a.requests": 16, "b.changelog": 8}),
-     Ticket(replace(MEMBERSHIP, group_subscription=("a.requests", "b.changelog"),
-                    partition_counts=(("a.requests", 8), ("b.changelog", 8))), 0.0)),
+    (FakeCoordinator(), Ticket(replace(MEMBERSHIP, protocol="range"), 1000.0)),
+    (FakeCoordinator(partitions={"a.requests": 4, "b.changelog": 2}), TICKET),
+    (FakeCoordinator(), Ticket(MEMBERSHIP, 990.0)),  # written 12.5 s ago, with a session of 10
+    (FakeCoordinator(), Ticket(MEMBERSHIP, 1010.0)),  # written "later": the clock went back
+    (FakeCoordinator(), Ticket(replace(MEMBERSHIP, assignment=SHARE), 1000.0)),
 ], ids=["unknown-member", "rebalancing", "illegal-generation", "no-answer", "other-build", "no-ticket",
         "re-forming", "others-unshown", "another-assignment", "assignor-refuses", "unknown-assignor",
-        "partitions-added"])
+        "partitions-added", "too-old", "clock-back", "alone-with-a-share"])
 async def test_anything_the_broker_does_not_confirm_is_a_join(
     coordinator: FakeCoordinator, ticket: Ticket | None, tmp_path: Path
 ) -> None:
@@ -253,15 +283,34 @@ async def test_anything_the_broker_does_not_confirm_is_a_join(
     assert coordinator._group_subscription is None  # no leader duties taken up for a join
 
 
-async def test_a_leader_resumes_with_its_partition_counts_unchanged_and_watches_them(tmp_path: Path) -> None:
-    leader = replace(MEMBERSHIP, group_subscription=("a.requests", "b.changelog"),
-                     partition_counts=(("a.requests", 8), ("b.changelog", 8)))
+async def test_a_resumed_leader_watches_its_topics_partition_counts(tmp_path: Path) -> None:
     coordinator = FakeCoordinator()
-    installed(coordinator, tmp_path / "t.json", Ticket(leader, 0.0))
+    installed(coordinator, tmp_path / "t.json", TICKET)
     assert await rejoin(coordinator)
     assert coordinator.rejoins == 0
-    assert coordinator._group_subscription == {"a.requests", "b.changelog"}
-    assert coordinator._metadata_snapshot == {"a.requests": 8, "b.changelog": 8}
+    assert coordinator._group_subscription == set(TOPICS)
+    assert coordinator._metadata_snapshot == {"a.requests": 2, "b.changelog": 2}
+
+
+async def test_a_follower_resumes_what_the_broker_shows_it_beside_others(tmp_path: Path) -> None:
+    follower = replace(MEMBERSHIP, assignment=SHARE, group_subscription=None, partition_counts=None)
+    coordinator = FakeCoordinator(members={"pod-0-abc": SHARE, "pod-1-x": b"the rest"})
+    installed(coordinator, tmp_path / "t.json", Ticket(follower, 1000.0))
+    assert await rejoin(coordinator)
+    assert coordinator.rejoins == 0 and coordinator.joined == [(4, "pod-0-abc", "faust", SHARE)]
+    assert coordinator._group_subscription is None
+
+
+async def test_a_close_with_a_rejoin_pending_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    coordinator = FakeCoordinator()
+    installed(coordinator, path, None)
+    await rejoin(coordinator)
+    coordinator._rejoin_needed_fut.set_result(None)  # a heartbeat answered RebalanceInProgress
+    assert coordinator._closing is not None
+    coordinator._closing.set_result(None)
+    await coordinator._maybe_leave_group()
+    assert not path.exists() and coordinator.leaves == 1
 
 
 async def test_only_a_close_writes_the_membership_down(tmp_path: Path) -> None:
