@@ -78,6 +78,19 @@ async def send(worker: Any, receiver_id: str, count: int) -> None:
         await api.close()
 
 
+async def each_of_16_receivers_gets_3_messages_in_order(worker: Any, receiver: Receiver) -> None:
+    """16 receivers, spread over every worker's partitions: every seq 1..3 delivered to each, in order."""
+    api = Api(worker.url)
+    try:
+        rids = {f"r{i}": await create_receiver(api, receiver.url(f"r{i}")) for i in range(16)}
+    finally:
+        await api.close()
+    for rid in rids.values():
+        await send(worker, rid, 3)
+    for path in rids:
+        await delivered_in_order(receiver, path, 3)
+
+
 async def test_a_static_member_resumes_its_membership_after_a_clean_stop(
     broker: EmbeddedBroker, make_worker: Any, receiver: Receiver
 ) -> None:
@@ -126,15 +139,7 @@ async def test_a_handover_the_group_has_moved_past_is_a_normal_join(
     assert handover_files(first) == []
     members = await group_members(broker, first.app_id)
     assert len(members) == 2
-    api = Api(first.url)
-    try:  # 16 receivers spread over both workers' partitions: each delivered once, in order
-        rids = {f"r{i}": await create_receiver(api, receiver.url(f"r{i}")) for i in range(16)}
-    finally:
-        await api.close()
-    for rid in rids.values():
-        await send(first, rid, 3)
-    for path in rids:
-        await delivered_in_order(receiver, path, 3)
+    await each_of_16_receivers_gets_3_messages_in_order(first, receiver)
 
 
 async def test_beside_other_workers_a_restart_resumes_only_what_the_broker_shows_it(
@@ -156,12 +161,4 @@ async def test_beside_other_workers_a_restart_resumes_only_what_the_broker_shows
     log = static.log_path.read_text()
     assert "(the group has other members and the broker shows no assignments)" in log
     assert "resumed the membership" not in log
-    api = Api(static.url)
-    try:  # 16 receivers over both workers' partitions: each delivered once, in order
-        rids = {f"r{i}": await create_receiver(api, receiver.url(f"r{i}")) for i in range(16)}
-    finally:
-        await api.close()
-    for rid in rids.values():
-        await send(static, rid, 3)
-    for path in rids:
-        await delivered_in_order(receiver, path, 3)
+    await each_of_16_receivers_gets_3_messages_in_order(static, receiver)
