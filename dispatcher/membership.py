@@ -114,7 +114,7 @@ def uncovered(membership: Membership, assigned: dict[str, frozenset[int]]) -> st
 @dataclass(frozen=True, slots=True)
 class Ticket:
     membership: Membership
-    stopped_at: float  # wall-clock seconds, for the log only: the broker decides whether it still holds
+    stopped_at: float  # wall-clock seconds: a ticket is tried only while the session surely runs
 
     def encode(self) -> bytes:
         m = self.membership
