@@ -27,9 +27,11 @@ the details and the figures):
   broker's first is 0, so the next worker waited out the stopped one's
   session (a restart gap of 11 s with a 6 s session, 3 s after a leave).
 - `resume.py`: a static member (an instance id) that stops cleanly hands its
-  membership to its restart, which resumes it after one heartbeat instead of
-  joining: no rebalance of the others, and not the embedded broker's fixed
-  6 s of static join and sync (`dispatcher/membership.py` is the pure part).
+  membership to its restart, which resumes it instead of joining when the
+  broker proves it still stands (a DescribeGroups, then a heartbeat): on the
+  embedded broker, for a worker alone in its group, that skips the broker's
+  fixed 6 s of static join and sync (`dispatcher/membership.py` is the pure
+  part and says what counts as proof).
 - `producer.py`: a producer flush that waits for every buffered send. Faust's
   gives up after 100 ms, and offsets were committed ahead of changelog writes.
 - `store.py`: the RocksDB store's per-partition handles and aiokafka's

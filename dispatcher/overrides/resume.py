@@ -56,13 +56,9 @@ def take_ticket(path: Path) -> Ticket | None:
     claimed = path.with_name(f"{path.name}.{os.getpid()}")
     try:
         os.rename(path, claimed)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        log.warning("membership hand-over %s not readable (%s): joining the group", path, exc)
-        return None
-    try:
         raw = claimed.read_bytes()
+    except FileNotFoundError:  # none there (or another process claimed it first)
+        return None
     except OSError as exc:
         log.warning("membership hand-over %s not readable (%s): joining the group", path, exc)
         return None
