@@ -3,8 +3,8 @@
 Without it a restarted static member joins again. The embedded broker holds
 every static JoinGroup and SyncGroup for a fixed 3 s each (and re-forms the
 group when the member's metadata changed, as Faust's always has: it carries
-the worker's current assignment), so a restart with an instance id delivered
-nothing for 7.3 s (docs/benchmarks.md, "Performance II"). Kafka answers a
+the worker's current assignment), so a restart with an instance id waited out
+both (figures in docs/benchmarks.md, "Performance II"). Kafka answers a
 returning static member's JoinGroup at once, and its SyncGroup with its old
 assignment (KIP-345): there the hand-over saves those round trips and little
 more.
