@@ -47,7 +47,7 @@ from typing import Any
 
 import aiohttp
 import orjson
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from dispatcher.broker import EmbeddedBroker, free_port
 from dispatcher.domain.ids import new_id
@@ -206,6 +206,18 @@ class Bench:
 
     def workers_of(self, app_id: str) -> list[WorkerProcess]:
         return [w for w in self.processes if w.app_id == app_id]
+
+    async def changelog_records(self, app_id: str) -> int:
+        """Records in the worker's actor-table changelog so far (every partition's end offset)."""
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.broker.url.removeprefix("kafka://"))
+        await consumer.start()
+        try:
+            topic = f"{app_id}-actors-changelog"
+            await consumer.topics()  # the cluster's metadata, this topic's partitions among it
+            tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+            return sum((await consumer.end_offsets(tps)).values()) if tps else 0
+        finally:
+            await consumer.stop()
 
     def producer(self) -> AIOKafkaProducer:
         host = self.broker.url.removeprefix("kafka://")
@@ -373,6 +385,7 @@ async def drain_once(bench: Bench, repeat: int, tag: str = "drain", receiver: Ng
     progress(f"  {tag} run {repeat + 1}: producing {n:,} messages to {r:,} receivers, no worker running")
     counts = await bench.produce_messages(app_id, ids, n // r, body_of(bench.sizes["body_bytes"]))
     total = sum(counts.values())
+    changelog_before = await bench.changelog_records(app_id)
     first_hit = len(nginx.read())
     # The first on the same data dir (a restart); with several workers the others join its consumer
     # group at the same moment (one group generation) and recover their partitions from the changelog.
@@ -390,13 +403,17 @@ async def drain_once(bench: Bench, repeat: int, tag: str = "drain", receiver: Ng
     await asyncio.sleep(0.2)  # the access log flushes every 50 ms
     tally.update()
     hits = tally.hits
+    # What the drain wrote to the changelog (the last outcomes' writes go out within a linger).
+    changelog = await bench.changelog_records(app_id) - changelog_before
     run = {**arrivals(hits, prefix, counts, workers_cpu), "workers": count,
+           "changelog_records_per_delivery": round(changelog / total, 2) if total else None,
            "start_to_first_delivery_s": round(min(h.at for h in hits) - started, 2) if hits else None,
            **others_cpu}
     if count > 1:  # where the span goes: each worker's share, first and last delivery
         run["per_worker"] = await per_worker(group, hits, ids, prefix, min(h.at for h in hits))
     progress(f"  {tag} run {repeat + 1} ({count} worker{'s' if count > 1 else ''}): {run['per_s']:,.0f}/s, "
-             f"{run['cpu_s_per_1000']:.3f} CPU s/1000, lost {run['lost']}, "
+             f"{run['cpu_s_per_1000']:.3f} CPU s/1000, "
+             f"{run['changelog_records_per_delivery']} changelog records per delivery, lost {run['lost']}, "
              f"out of order {run['out_of_order']}, "
              f"first delivery {run['start_to_first_delivery_s']} s after the start")
     return run, worker, ids, app_id
