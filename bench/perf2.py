@@ -12,6 +12,10 @@ workers   the drain by one worker and by two workers in one consumer group, besi
 restart   a worker holding the receivers, fed a paced stream straight to Kafka, is stopped with
           SIGTERM and started again on its disk: seconds from the stop to the next delivery, with
           and without DISPATCHER_INSTANCE_ID; every message of the stream delivered, in order
+handover  two workers share the receivers and a drained backlog of history; under a paced
+          stream one is stopped for good (a scale-down): seconds until the other delivers on
+          every partition it took over, without and with standby copies (not in the embedded
+          broker's default set: `python -m bench --only handover`)
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from .nginx import Hit, NginxReceiver
 if TYPE_CHECKING:
     from .suite import Bench
 
-SCENARIOS = ("tls", "hosts", "workers", "restart")
+SCENARIOS = ("tls", "hosts", "workers", "restart", "handover")
 ADDRESSES, PORTS_EACH = 20, 5  # the hosts scenario's origins: 20 loopback addresses x 5 ports
 ORIGINS = ADDRESSES * PORTS_EACH
 
@@ -248,6 +252,116 @@ async def restart(bench: Bench) -> dict[str, Any]:
     return out
 
 
+async def owners(group: list[WorkerProcess]) -> list[list[int]]:
+    """Each worker's partitions, as it reports them now ([] for one that does not answer)."""
+    out = []
+    for worker in group:
+        try:
+            out.append(list((await worker.readyz()).get("partitions", [])))
+        except Exception:  # noqa: BLE001 - starting, or stopped: it holds nothing yet
+            out.append([])
+    return out
+
+
+async def settled(group: list[WorkerProcess], limit: float) -> list[list[int]]:
+    """Wait (at most `limit` s) until every worker holds partitions and together they hold them all."""
+    suite = _suite()
+    deadline = time.monotonic() + limit
+    while True:
+        held = await owners(group)
+        if all(held) and sorted(p for ps in held for p in ps) == list(range(suite.PARTITIONS)):
+            return held
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the group did not settle within {limit:.0f} s: {held}")
+        await asyncio.sleep(0.2)
+
+
+async def handover_once(bench: Bench, standby: int, repeat: int = 0) -> dict[str, Any]:
+    """Two workers, a drained history, a paced stream; SIGTERM one for good and time the takeover.
+
+    The history is written while the second worker owns its half, so the survivor's own copy
+    of that half is what it held before the second joined: without standby copies it reads
+    the half's history from the changelog when it takes it back; with them it follows the
+    changelog all along and reads only the tail."""
+    suite = _suite()
+    count, rate = bench.sizes["receivers"], float(bench.sizes["rate"])
+    app_id = new_app_id()
+    env = {"DISPATCHER_STANDBY_REPLICAS": str(standby)}
+    data = f"handover{repeat}-standby{standby}"
+    first = bench.worker(app_id, data, **env)
+    await first.wait_ready()
+    prefix = f"{data}_"
+    ids = await bench.register(app_id, first, count, path=prefix)
+    second = bench.worker(app_id, data + "w1", **env)
+    await second.wait_ready()
+    held = await settled([first, second], 120)
+    first_hit = len(bench.nginx.read())
+
+    def mine() -> list[Hit]:
+        return [h for h in bench.nginx.read()[first_hit:] if h.path.startswith(prefix)]
+
+    history = await bench.produce_messages(app_id, ids, bench.sizes["messages"] // count,
+                                           suite.body_of(bench.sizes["body_bytes"]))
+    await suite.wait_for(lambda: len(mine()) >= sum(history.values()), 600, "the history delivered")
+    stream = Stream(bench, app_id, ids, rate)
+    feeding = asyncio.create_task(stream.run())
+    before = len(mine())
+    partition_of = partitioner(suite.PARTITIONS)
+
+    def partition_at(hit: Hit) -> int:
+        return partition_of(ids[int(hit.path.removeprefix(prefix))])
+
+    moved = set(held[1]) & {partition_of(rid) for rid in ids}  # the second's partitions with receivers
+    try:
+        await suite.wait_for(lambda: len(mine()) - before >= rate, 60, "a second of the stream delivered")
+        stopped = time.time()
+        await asyncio.to_thread(second.stop)
+        exited = time.time()
+
+        def taken_over() -> set[int]:
+            return {partition_at(h) for h in mine() if h.at > exited} & moved
+
+        await suite.wait_for(lambda: taken_over() == moved, 120, "a delivery on every partition taken over")
+    finally:
+        stream.stopping.set()
+        await feeding
+    expected = {f"{prefix}{i}": history[rid] + stream.counts[rid] for i, rid in enumerate(ids)}
+    await suite.wait_for(lambda: len({h.msg_id for h in mine()}) >= sum(expected.values()), 120,
+                         "the stream delivered")
+    await asyncio.sleep(0.2)  # the access log flushes every 50 ms
+    firsts: dict[int, float] = {}
+    for h in sorted(mine(), key=lambda h: h.at):
+        if h.at > exited and partition_at(h) in moved:
+            firsts.setdefault(partition_at(h), h.at)
+    out = {"receivers": count, "rate": rate, "standby_replicas": standby, "history": sum(history.values()),
+           "partitions_moved": sorted(moved), "stop_s": round(exited - stopped, 2),
+           "stop_to_first_moved_delivery_s": round(min(firsts.values()) - stopped, 2) if firsts else None,
+           "stop_to_every_moved_partition_s": round(max(firsts.values()) - stopped, 2) if firsts else None,
+           "sent": stream.sent, **suite.order_report(mine(), expected)}
+    suite.progress(f"  handover (standby replicas {standby}): stop took {out['stop_s']} s, the survivor "
+                   f"delivered on the first partition it took over {out['stop_to_first_moved_delivery_s']} s "
+                   f"after the SIGTERM, on all {len(firsts)} {out['stop_to_every_moved_partition_s']} s; "
+                   f"lost {out['lost']}, out of order {out['out_of_order']}")
+    first.stop()
+    return out
+
+
+async def handover(bench: Bench) -> dict[str, Any]:
+    runs: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
+    for repeat in range(bench.sizes["repeats"]):
+        for standby in runs:
+            runs[standby].append(await handover_once(bench, standby, repeat))
+    suite = _suite()
+    out: dict[str, Any] = {}
+    for standby, rs in runs.items():
+        gaps = [gap for r in rs if (gap := r["stop_to_every_moved_partition_s"]) is not None]
+        out[f"standby_{standby}"] = {
+            "stop_to_every_moved_partition_s": suite.spread(gaps, 2) if gaps else None,
+            "lost": sum(r["lost"] for r in rs), "out_of_order": sum(r["out_of_order"] for r in rs),
+            "duplicates": sum(r["duplicates"] for r in rs), "runs": rs}
+    return out
+
+
 def table_rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
     """The suite's printed rows of these scenarios."""
     rows: list[tuple[str, str, str]] = []
@@ -281,6 +395,14 @@ def table_rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
             r = result["restart"][kind]
             gap = r["stop_to_next_delivery_s"]
             rows.append((f"restart ({label}): SIGTERM -> next delivery",
+                         f"{gap['median']} s" if gap else "-",
+                         (f"min {gap['min']} max {gap['max']}; " if gap else "")
+                         + f"lost {r['lost']}, out of order {r['out_of_order']}"))
+    if "handover" in result:
+        for standby in (0, 1):
+            r = result["handover"][f"standby_{standby}"]
+            gap = r["stop_to_every_moved_partition_s"]
+            rows.append((f"handover (standby replicas {standby}): SIGTERM -> all taken over",
                          f"{gap['median']} s" if gap else "-",
                          (f"min {gap['min']} max {gap['max']}; " if gap else "")
                          + f"lost {r['lost']}, out of order {r['out_of_order']}"))

@@ -1,8 +1,9 @@
 """The issue 28 benches run end to end at tiny sizes. Figures are not checked.
 
 The suite's scenarios of bench/perf2.py (HTTPS with a test CA, 100 origins, one
-and two workers, a restart under a paced stream) each deliver every message
-once and in order; bench/group_timings.py times each consumer-group case.
+and two workers, a restart under a paced stream, a scale-down from two workers
+to one without and with standby copies) each deliver every message once and in
+order; bench/group_timings.py times each consumer-group case.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import orjson
 from bench import group_timings, perf2, suite
 
 
-async def test_tls_hosts_workers_and_restart_scenarios_lose_nothing(tmp_path: Path) -> None:
+async def test_tls_hosts_workers_restart_and_handover_scenarios_lose_nothing(tmp_path: Path) -> None:
     result = await asyncio.to_thread(
         suite.main, ["--quick", "--only", ",".join(perf2.SCENARIOS), "--out", str(tmp_path)])
     assert set(perf2.SCENARIOS) <= set(result)
@@ -36,6 +37,13 @@ async def test_tls_hosts_workers_and_restart_scenarios_lose_nothing(tmp_path: Pa
         assert (restart["lost"], restart["out_of_order"]) == (0, 0)
         [run] = restart["runs"]
         assert run["delivered"] == run["sent"] > 0 and run["stop_to_next_delivery_s"] is not None
+    for standby in (0, 1):
+        handover = result["handover"][f"standby_{standby}"]
+        assert (handover["lost"], handover["out_of_order"]) == (0, 0)
+        [run] = handover["runs"]
+        assert run["standby_replicas"] == standby and run["partitions_moved"]
+        assert run["delivered"] == run["history"] + run["sent"] and run["sent"] > 0
+        assert run["stop_to_every_moved_partition_s"] is not None, "the survivor took every partition over"
 
 
 async def test_the_group_timings_bench_times_every_case(tmp_path: Path) -> None:

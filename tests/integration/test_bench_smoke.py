@@ -36,6 +36,10 @@ async def test_the_suite_runs_every_scenario_and_loses_nothing(tmp_path: Path) -
     drain = result["drain"]
     assert (drain["lost"], drain["out_of_order"]) == (0, 0)
     assert drain["runs"][0]["delivered"] == drain["messages"]
+    # Read from the broker's changelog offsets: each delivery wrote at least its message's backlog
+    # entry and its attempt (two keys no later write replaces); the registration's writes, made
+    # before the drain, are not counted.
+    assert 2 <= drain["runs"][0]["changelog_records_per_delivery"] < 20
     floor = result["floor"]  # the same records POSTed by a bare consumer: each once, in order
     assert (floor["lost"], floor["out_of_order"], floor["runs"][0]["delivered"]) == (0, 0, floor["messages"])
     assert drain["cpu_above_floor_s_per_1000"] == round(
