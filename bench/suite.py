@@ -469,16 +469,23 @@ class Tally:
         return len(self.ids)
 
 
+async def owners(group: list[WorkerProcess]) -> list[list[int]]:
+    """Each worker's partitions, as it reports them now ([] for one that does not answer)."""
+    held: list[list[int]] = []
+    for worker in group:
+        partitions: list[int] = []
+        with contextlib.suppress(aiohttp.ClientError):
+            partitions = list((await worker.readyz()).get("partitions", []))
+        held.append(partitions)
+    return held
+
+
 async def per_worker(group: list[WorkerProcess], hits: list[Hit], ids: list[str], prefix: str,
                      t0: float) -> list[dict[str, Any]]:
     """Each worker's partitions (as it reports them now), deliveries, and first and last delivery
     (seconds after the run's first)."""
     partition_of = partitioner(PARTITIONS)
-    owner: dict[int, int] = {}
-    for k, w in enumerate(group):
-        with contextlib.suppress(aiohttp.ClientError):
-            for partition in (await w.readyz()).get("partitions", []):
-                owner[partition] = k
+    owner = {partition: k for k, held in enumerate(await owners(group)) for partition in held}
     out: list[dict[str, Any]] = [{"partitions": sorted(p for p, o in owner.items() if o == k), "delivered": 0}
                                  for k in range(len(group))]
     for hit in hits:
