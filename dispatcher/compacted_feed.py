@@ -40,7 +40,7 @@ class CompactedFeed(Service):
 
     def __init__(
         self, topic: str, partitions: int, consumer: dict[str, Any], poll_ms: int = 100,
-        declare: Callable[[], Awaitable[Any]] | None = None,
+        declare: Callable[[], Awaitable[Any]] | None = None, idle_poll_ms: int = 1000,
     ) -> None:
         super().__init__()
         self._declare = declare  # creates the topic first: nothing may have been published yet
@@ -48,6 +48,7 @@ class CompactedFeed(Service):
         self.partitions = partitions
         self._consumer_options = consumer
         self._poll_ms = poll_ms
+        self._idle_poll_ms = idle_poll_ms  # the poll a quiet spell rises to (fetch_wait.py)
         self.caught_up = asyncio.Event()
         self.records = 0
         self._consumer: AIOKafkaConsumer | None = None
@@ -126,7 +127,7 @@ class CompactedFeed(Service):
             enable_auto_commit=False, fetch_max_wait_ms=self._poll_ms, **self._consumer_options
         )
         await consumer.start()
-        adapt_fetch_wait(consumer)
+        adapt_fetch_wait(consumer, idle_cap_ms=self._idle_poll_ms)
         try:
             tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
             consumer.assign(tps)

@@ -163,10 +163,14 @@ class Settings:
     # Upper bound of a consumer's long poll. Real Kafka answers a poll as soon
     # as data arrives; the embedded broker does not, so `dev` lowers this.
     fetch_max_wait_ms: int = 500
-    # After 100 ms of empty answers the fetch wait doubles up to this (never below fetch_max_wait_ms),
-    # and the next record brings it back, so an idle worker on the embedded broker does not poll
-    # its 2 ms wait away. Only the first record after a quiet spell waits for it (fetch_wait.py).
-    fetch_idle_wait_ms: int = 50
+    # After 100 ms of empty answers the fetch wait doubles up to this (never below fetch_max_wait_ms,
+    # never past a quarter of the quiet spell so far), and the next record brings it back, so an
+    # idle worker on the embedded broker does not poll its 2 ms wait away. Only the first record
+    # after a quiet spell waits for it (fetch_wait.py).
+    fetch_idle_wait_ms: int = 250
+    # The same for the subscription and token feeds (every worker reads them whole, outside the
+    # group; they change seldom). Reads that must see a change sync first (compacted_feed.py).
+    feed_idle_wait_ms: int = 1000
     # Bytes per producer batch.
     producer_max_batch_bytes: int = 16384
     # The broker never compacts a changelog, so any jump in a changelog's

@@ -28,9 +28,9 @@ class TokenFeed(CompactedFeed):
 
     def __init__(
         self, topic: str, partitions: int, consumer: dict[str, Any], poll_ms: int = 100,
-        declare: Callable[[], Awaitable[Any]] | None = None,
+        declare: Callable[[], Awaitable[Any]] | None = None, idle_poll_ms: int = 1000,
     ) -> None:
-        super().__init__(topic, partitions, consumer, poll_ms, declare)
+        super().__init__(topic, partitions, consumer, poll_ms, declare, idle_poll_ms)
         self.book = TokenBook()
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:

@@ -102,11 +102,11 @@ class Dispatcher:
         self.store, self.deliverer, self.runner = parts.store, parts.deliverer, parts.runner
         self.feed = SubscriptionFeed(
             self.names["subscriptions"], settings.partitions, client_options(app, "subscriptions"),
-            declare=self.topology.subscriptions.maybe_declare,
+            declare=self.topology.subscriptions.maybe_declare, idle_poll_ms=settings.feed_idle_wait_ms,
         )
         self.tokens = TokenFeed(
             self.names["tokens"], TOKEN_PARTITIONS, client_options(app, "tokens"),
-            declare=self.topology.tokens.maybe_declare,
+            declare=self.topology.tokens.maybe_declare, idle_poll_ms=settings.feed_idle_wait_ms,
         )
         self.ownership = Ownership(app, self.names["requests"], self.runner, self.fence)
         self._request_ends = SharedEnds(self._read_request_end)

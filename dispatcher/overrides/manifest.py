@@ -153,6 +153,7 @@ RELIANCES: tuple[Reliance, ...] = (
     _attribute(FAUST_STORE, "rocksdb_options", "store"),
     _method(FAUST_STORE, "set_persisted_offset", "store", "tp", "offset"),
     _method("faust.stores.rocksdb:RocksDBOptions", "open", "store", "path", "read_only"),
+    _method("faust.stores.rocksdb:RocksDBOptions", "as_options", "store", digest="d2a1bea17736d2eb"),
     _attribute(FAUST_PRODUCER, "_producer", "store"),
     _method("rocksdict:Rdict", "set_write_options", "store", "write_opt"),
 )

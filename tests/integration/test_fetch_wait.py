@@ -70,9 +70,11 @@ def test_fetch_wait_doubles_while_starved_and_returns_once_caught_up() -> None:
 
 def test_fetch_wait_rises_after_a_quiet_spell_and_drops_with_the_next_record() -> None:
     wait = FetchWait(base_ms=2, idle_cap_ms=50, idle_after_ms=100)
-    quiet = [wait.after_fetch(behind=False, starved=False, brought=False) for _ in range(55)]
+    quiet = [wait.after_fetch(behind=False, starved=False, brought=False) for _ in range(56)]
     assert quiet[:49] == [2] * 49, "short gaps between records keep the configured wait"
-    assert quiet[49:] == [4, 8, 16, 32, 50, 50], "after 100 ms of empty answers it doubles to the cap"
+    # After 100 ms of empty answers it doubles to the cap, but never past a quarter of the spell
+    # so far (waited: 100, 104, 112, 128, 160, 200 ms).
+    assert quiet[49:] == [4, 8, 16, 32, 40, 50, 50]
     # Records come: the answer leaves their partition behind (its high watermark is above the
     # offset asked for), and the wait is the configured one again at once, not after the flow stops.
     assert wait.after_fetch(behind=True, starved=False, brought=True) == 2
@@ -82,6 +84,22 @@ def test_fetch_wait_rises_after_a_quiet_spell_and_drops_with_the_next_record() -
     assert wait.current_ms == 50
     assert wait.after_fetch(behind=True, starved=False, brought=False) == 2, "a record landed during it"
     assert FetchWait(base_ms=500, idle_cap_ms=50).idle_cap_ms == 500  # Kafka's wait stays as configured
+
+
+def test_a_long_quiet_spell_waits_at_most_a_quarter_of_itself_up_to_the_cap() -> None:
+    """The first record after a spell waits at most a quarter of it more; polls thin out as it lasts."""
+    wait = FetchWait(base_ms=2, idle_cap_ms=1000, idle_after_ms=100)
+    waited = 0
+    for _ in range(2000):  # bounded: 2,000 empty answers
+        current = wait.current_ms
+        assert current == 2 or current <= max(2, waited // 4), (waited, current)
+        wait.after_fetch(behind=False, starved=False, brought=False)
+        waited += current
+        if wait.current_ms == 1000:
+            break
+    assert wait.current_ms == 1000, "a long enough spell reaches the cap"
+    assert 4000 <= waited < 5000, "once the spell is four times the cap, and not much later"
+    assert wait.after_fetch(behind=True, starved=False, brought=True) == 2, "a record ends the spell"
 
 
 def test_a_starved_wait_comes_back_to_the_configured_one_once_caught_up() -> None:
