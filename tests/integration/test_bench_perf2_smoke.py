@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from bench import group_timings, perf2, suite
+from bench import group_timings, idle_polls, perf2, suite
 
 
 async def test_tls_hosts_workers_restart_and_handover_scenarios_lose_nothing(tmp_path: Path) -> None:
@@ -54,3 +54,10 @@ async def test_the_group_timings_bench_times_every_case(tmp_path: Path) -> None:
     assert set(found) == {"new_group", "after_a_stop_without_leave", "after_a_leave", "static_first",
                           "static_again"}
     assert all(seconds > 0 for seconds in found.values())
+
+
+async def test_the_idle_bench_measures_the_broker_and_both_workers() -> None:
+    result = await idle_polls.measure(settle=1.0, seconds=1.0, receivers=20)
+    assert set(result["cores"]) == {"broker", "worker_1", "worker_2"}
+    assert all(cores >= 0 for cores in result["cores"].values())
+    assert result["cores"]["broker"] > 0, "two workers' polls keep the broker busy"
