@@ -169,7 +169,9 @@ class Settings:
     # after a quiet spell waits for it (fetch_wait.py).
     fetch_idle_wait_ms: int = 250
     # The same for the subscription and token feeds (every worker reads them whole, outside the
-    # group; they change seldom). Reads that must see a change sync first (compacted_feed.py).
+    # group; they change seldom). Reads that must see a change sync first (compacted_feed.py): on
+    # the embedded broker that waits out the pending poll and one more at 100 ms, 1.1 s at most,
+    # inside the API's 2 s for a token or receiver made a moment ago on another worker.
     feed_idle_wait_ms: int = 1000
     # Bytes per producer batch.
     producer_max_batch_bytes: int = 16384
