@@ -12,11 +12,10 @@ from __future__ import annotations
 import time
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from dispatcher.broker import EmbeddedBroker
 from dispatcher.compacted_feed import CompactedFeed
-from tests.harness import new_app_id, wait_until
+from tests.harness import create_topic, new_app_id, wait_until
 
 
 class DictFeed(CompactedFeed):
@@ -40,12 +39,7 @@ def fetch_wait_ms(feed: CompactedFeed) -> int | None:
 async def test_a_quiet_feed_polls_less_and_a_record_brings_its_poll_back(broker: EmbeddedBroker) -> None:
     host = broker.url.removeprefix("kafka://")
     topic = f"{new_app_id()}-feed"
-    admin = AIOKafkaAdminClient(bootstrap_servers=host)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 4, 1)])
-    finally:
-        await admin.close()
+    await create_topic(host, topic, 4)
     feed = DictFeed(topic, 4, {"bootstrap_servers": host}, poll_ms=20, idle_poll_ms=400)
     await feed.start()
     try:
