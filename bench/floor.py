@@ -23,7 +23,6 @@ from collections import deque
 
 import orjson
 from aiokafka import AIOKafkaConsumer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from dispatcher.domain.addresses import AllowList, TargetPolicy
 from dispatcher.http1 import Http1Transport
@@ -82,15 +81,6 @@ class _Countdown:
     def fail(self, error: Exception) -> None:
         self.error = error
         self.finished.set()
-
-
-async def create_topic(servers: str, topic: str, partitions: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=servers)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, partitions, 1)])
-    finally:
-        await admin.close()
 
 
 async def consume_and_post(servers: str, topic: str, urls: dict[bytes, str], total: int,

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from dispatcher.broker import EmbeddedBroker, free_port
 from dispatcher.overrides.leave import leave_on_stop
+from tests.harness import create_topic
 
 from .runs import RESULTS, run_on, save, worker_loop
 from .suite import cpu_model, progress
@@ -102,12 +102,7 @@ async def run(sessions: list[float]) -> dict[str, Any]:
     broker = EmbeddedBroker(free_port()).start()
     servers = broker.url.removeprefix("kafka://")
     try:
-        admin = AIOKafkaAdminClient(bootstrap_servers=servers)
-        await admin.start()
-        try:
-            await admin.create_topics([NewTopic(TOPIC, 8, 1)])
-        finally:
-            await admin.close()
+        await create_topic(servers, TOPIC, 8)
         found = {}
         for session_s in sessions:
             found[str(session_s)] = await cases(servers, session_s)

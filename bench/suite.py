@@ -53,10 +53,10 @@ from dispatcher.broker import EmbeddedBroker, free_port
 from dispatcher.domain.ids import new_id
 from dispatcher.domain.records import Message, ReceiverConfig, encode_message_record, encode_upsert_record
 from dispatcher.partitioning import partitioner
-from tests.harness import Api, WorkerProcess, new_app_id
+from tests.harness import Api, WorkerProcess, create_topic, new_app_id
 
 from . import peers, perf2
-from .floor import FETCH_MAX_WAIT_MS, consume_and_post, create_topic
+from .floor import FETCH_MAX_WAIT_MS, consume_and_post
 from .isolation import percentiles
 from .nginx import Hit, NginxReceiver
 from .runs import RESULTS, run_on, save, worker_loop
