@@ -31,6 +31,7 @@ from .failures import log_failure
 from .overrides.fetcher import adapt_fetch_wait
 
 log = logging.getLogger(__name__)
+IDLE_POLL_MS = 1000  # the poll a quiet spell rises to (fetch_wait.py); DISPATCHER_FEED_IDLE_WAIT_MS
 
 
 class CompactedFeed(Service):
@@ -40,7 +41,7 @@ class CompactedFeed(Service):
 
     def __init__(
         self, topic: str, partitions: int, consumer: dict[str, Any], poll_ms: int = 100,
-        declare: Callable[[], Awaitable[Any]] | None = None, idle_poll_ms: int = 1000,
+        declare: Callable[[], Awaitable[Any]] | None = None, idle_poll_ms: int = IDLE_POLL_MS,
     ) -> None:
         super().__init__()
         self._declare = declare  # creates the topic first: nothing may have been published yet
@@ -48,7 +49,7 @@ class CompactedFeed(Service):
         self.partitions = partitions
         self._consumer_options = consumer
         self._poll_ms = poll_ms
-        self._idle_poll_ms = idle_poll_ms  # the poll a quiet spell rises to (fetch_wait.py)
+        self._idle_poll_ms = idle_poll_ms
         self.caught_up = asyncio.Event()
         self.records = 0
         self._consumer: AIOKafkaConsumer | None = None

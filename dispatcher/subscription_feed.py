@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .compacted_feed import CompactedFeed
+from .compacted_feed import IDLE_POLL_MS, CompactedFeed
 from .domain.subscriptions import SubscriptionIndex, decode_subscription
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ class SubscriptionFeed(CompactedFeed):
     def __init__(
         self, topic: str, partitions: int, consumer: dict[str, Any], poll_ms: int = 100,
         index: SubscriptionIndex | None = None, declare: Callable[[], Awaitable[Any]] | None = None,
-        idle_poll_ms: int = 1000,
+        idle_poll_ms: int = IDLE_POLL_MS,
     ) -> None:
         super().__init__(topic, partitions, consumer, poll_ms, declare, idle_poll_ms)
         self.index = index or SubscriptionIndex()

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .compacted_feed import CompactedFeed
+from .compacted_feed import IDLE_POLL_MS, CompactedFeed
 from .domain.tokens import TokenBook, decode_record
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ class TokenFeed(CompactedFeed):
 
     def __init__(
         self, topic: str, partitions: int, consumer: dict[str, Any], poll_ms: int = 100,
-        declare: Callable[[], Awaitable[Any]] | None = None, idle_poll_ms: int = 1000,
+        declare: Callable[[], Awaitable[Any]] | None = None, idle_poll_ms: int = IDLE_POLL_MS,
     ) -> None:
         super().__init__(topic, partitions, consumer, poll_ms, declare, idle_poll_ms)
         self.book = TokenBook()
