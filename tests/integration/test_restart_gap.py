@@ -149,8 +149,10 @@ async def test_beside_other_workers_a_restart_resumes_only_what_the_broker_shows
     member re-forms it, so a heartbeat cannot prove the written assignment still this member's once
     the group has others: the restart joins (Kafka shows each member's assignment; there it resumes
     when the broker shows the written one)."""
-    static = make_worker("static", DISPATCHER_INSTANCE_ID="pod-0")
-    other = make_worker("other")
+    # A 10 s session lets a ticket be used for 8 s: a stop and restart on a slow machine stays within it,
+    # so the refusal is for the reason under test, not the ticket's age.
+    static = make_worker("static", DISPATCHER_INSTANCE_ID="pod-0", DISPATCHER_SESSION_TIMEOUT="10")
+    other = make_worker("other", DISPATCHER_SESSION_TIMEOUT="10")
     await static.start().wait_ready()
     await other.start().wait_ready()
     await wait_until(lambda: "partitions owned=" in other.log_path.read_text(), 30,
