@@ -28,10 +28,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from mode import Service
 
 from .failures import log_failure
+from .fetch_wait import FEED_IDLE_CAP_MS
 from .overrides.fetcher import adapt_fetch_wait
 
 log = logging.getLogger(__name__)
-IDLE_POLL_MS = 1000  # the poll a quiet spell rises to (fetch_wait.py); DISPATCHER_FEED_IDLE_WAIT_MS
+IDLE_POLL_MS = FEED_IDLE_CAP_MS  # the poll a quiet spell rises to
 
 
 class CompactedFeed(Service):

@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 
 CAP_MS = 2000
 IDLE_AFTER_MS = 100
-IDLE_CAP_MS = 250
+IDLE_CAP_MS = 250  # DISPATCHER_FETCH_IDLE_WAIT_MS's default
+FEED_IDLE_CAP_MS = 1000  # DISPATCHER_FEED_IDLE_WAIT_MS's default: the compacted feeds' quiet poll
 IDLE_SHARE = 4  # a quiet spell's wait is at most 1/IDLE_SHARE of the spell so far
 
 

@@ -24,6 +24,7 @@ from .domain.errors import InvalidInput
 from .domain.lanes import Lane, LanePolicy
 from .domain.retry import RetryPolicy, parse_schedule
 from .domain.slots import SlotPool, parse_host_limits
+from .fetch_wait import FEED_IDLE_CAP_MS, IDLE_CAP_MS
 
 _TRUE = {"1", "true", "yes", "on"}
 RECORD_OVERHEAD = 4096  # a record's key, headers and batch framing, beside its value
@@ -167,12 +168,12 @@ class Settings:
     # never past a quarter of the quiet spell so far), and the next record brings it back, so an
     # idle worker on the embedded broker does not poll its 2 ms wait away. Only the first record
     # after a quiet spell waits for it (fetch_wait.py).
-    fetch_idle_wait_ms: int = 250
+    fetch_idle_wait_ms: int = IDLE_CAP_MS
     # The same for the subscription and token feeds (every worker reads them whole, outside the
     # group; they change seldom). Reads that must see a change sync first (compacted_feed.py): on
     # the embedded broker that waits out the pending poll and one more at 100 ms, 1.1 s at most,
     # inside the API's 2 s for a token or receiver made a moment ago on another worker.
-    feed_idle_wait_ms: int = 1000
+    feed_idle_wait_ms: int = FEED_IDLE_CAP_MS
     # Bytes per producer batch.
     producer_max_batch_bytes: int = 16384
     # The broker never compacts a changelog, so any jump in a changelog's
