@@ -10,6 +10,7 @@ seconds with millisecond resolution), the path, `webhook-id` and
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import shutil
 import signal
 import socket
@@ -55,15 +56,27 @@ def ensure_nginx() -> Path:
     if found:
         return Path(found)
     TOOLS.mkdir(parents=True, exist_ok=True)
+    # Test processes run side by side (pytest -n): one unpacks, the others wait for it.
+    with open(TOOLS / "nginx.lock", "wb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not BINARY.exists():
+            _unpack()
+    return BINARY
+
+
+def _unpack() -> None:
     print("unpacking Debian's nginx into bench/.tools (apt-get download)", flush=True)
     download = ["apt-get", "download", "nginx"]
     if subprocess.run(download, cwd=TOOLS, capture_output=True).returncode != 0:
         subprocess.run(["apt-get", "update", "-qq"], check=True, capture_output=True)
         subprocess.run(download, cwd=TOOLS, check=True, capture_output=True)
     [deb] = sorted(TOOLS.glob("nginx_*.deb"))
-    subprocess.run(["dpkg-deb", "-x", str(deb), str(TOOLS / "nginx")], check=True)
+    unpacked = TOOLS / "nginx.partial"
+    shutil.rmtree(unpacked, ignore_errors=True)  # left by a run killed midway
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(unpacked)], check=True)
+    shutil.rmtree(TOOLS / "nginx", ignore_errors=True)
+    unpacked.rename(TOOLS / "nginx")  # BINARY exists only once the whole package is there
     deb.unlink()
-    return BINARY
 
 
 @dataclass(frozen=True, slots=True)
