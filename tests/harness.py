@@ -354,6 +354,34 @@ async def wait_until_read(
     raise AssertionError(f"timed out after {limit}s waiting for {what} (last: {value!r})")
 
 
+PARTITIONS = Settings().partitions  # a worker's, unless its test sets DISPATCHER_PARTITIONS
+
+
+async def owned(worker: WorkerProcess) -> list[int]:
+    """The partitions a worker owns once ready; none while it starts, rebalances or is down (its
+    API answers `unavailable` for them then)."""
+    try:
+        body = await worker.readyz()
+    except (aiohttp.ClientError, OSError, ValueError):
+        return []
+    return sorted(body.get("partitions") or ()) if body.get("status") == "ready" else []
+
+
+async def wait_assigned(
+    workers: list[WorkerProcess], what: str, partitions: int = PARTITIONS, limit: float = 120
+) -> dict[str, list[int]]:
+    """Until each of `workers` is ready and owns some partitions, and every partition has one owner."""
+
+    async def read() -> dict[str, list[int]]:
+        return {w.data_dir.name: await owned(w) for w in workers}
+
+    def settled(by_worker: dict[str, list[int]]) -> bool:
+        every = sorted(p for parts in by_worker.values() for p in parts)
+        return every == list(range(partitions)) and all(by_worker.values())
+
+    return await wait_until_read(read, settled, limit, what, step=0.25)
+
+
 def first_copies(deliveries: list[Delivery]) -> list[Delivery]:
     """Deliveries with later copies of the same webhook-id dropped (at-least-once)."""
     seen: set[str] = set()

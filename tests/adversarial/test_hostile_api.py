@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from dispatcher.broker import free_port
-from tests.harness import TOKEN, Api, Receiver, WorkerProcess, wait_until
+from tests.harness import TOKEN, Api, Receiver, WorkerProcess, wait_assigned, wait_until
 
 pytestmark = [pytest.mark.adversarial, pytest.mark.integration]
 
@@ -117,27 +117,14 @@ def wildcard_worker(make_worker: Callable[..., WorkerProcess], name: str) -> Wor
     return worker.start()
 
 
-async def owned(worker: WorkerProcess) -> set[int]:
-    api = Api(worker.url)
-    try:
-        status, body = await api.call("GET", "/readyz")
-    finally:
-        await api.close()
-    return set(body.get("partitions", ())) if status == 200 else set()
-
-
 async def test_workers_bound_to_0_0_0_0_route_to_their_advertised_urls(
     make_worker: Callable[..., WorkerProcess],
 ) -> None:
     workers = [wildcard_worker(make_worker, "a"), wildcard_worker(make_worker, "b")]
     for w in workers:
         await w.wait_ready()
-    for _ in range(240):  # up to 60 s for the group to split the partitions
-        parts = [await owned(w) for w in workers]
-        if all(parts) and not parts[0] & parts[1]:
-            break
-        await asyncio.sleep(0.25)
-    assert all(parts), "both workers own partitions"
+    split = await wait_assigned(workers, "the two workers sharing the partitions")
+    parts = [set(split[w.data_dir.name]) for w in workers]
     server = await Receiver().start()
     apis = [Api(w.url) for w in workers]
     try:

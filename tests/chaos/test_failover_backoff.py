@@ -7,15 +7,11 @@ import time
 
 import pytest
 
-from tests.harness import Api, Delivery, Receiver, WorkerProcess, wait_until
+from tests.harness import Api, Delivery, Receiver, owned, wait_assigned, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 BACKOFF = 15.0  # longer than a takeover (session timeout 6 s), so the new owner must wait
-
-
-async def owned_partitions(worker: WorkerProcess) -> list[int]:
-    return (await worker.readyz())["partitions"]
 
 
 async def test_retry_survives_kill9_and_is_not_early(make_worker) -> None:
@@ -27,17 +23,8 @@ async def test_retry_survives_kill9_and_is_not_early(make_worker) -> None:
     try:
         for w in workers:
             await w.wait_ready()
-        parts: list[list[int]] = []
-
-        async def split() -> bool:
-            parts[:] = [await owned_partitions(w) for w in workers]
-            return all(parts)
-
-        for _ in range(120):  # up to 60 s for the group to settle
-            if await split():
-                break
-            await asyncio.sleep(0.5)
-        assert all(parts), f"both workers should own partitions: {parts}"
+        split = await wait_assigned(workers, "the two workers sharing the partitions")
+        parts = [split[w.data_dir.name] for w in workers]
 
         api = Api(workers[0].url)
         created = await api.create_receiver(
@@ -66,7 +53,7 @@ async def test_retry_survives_kill9_and_is_not_early(make_worker) -> None:
         owner.kill9()
         await wait_until(lambda: len(recv.completed) == 2, BACKOFF + 60, "the retry on the new owner")
         first, retry = recv.deliveries
-        taken_over = partition in await owned_partitions(survivor)
+        taken_over = partition in await owned(survivor)
         assert taken_over
         assert retry.seq == first.seq == 1 and retry.msg_id == first.msg_id
         assert retry.at >= due, f"retried {due - retry.at:.3f}s before its due time"

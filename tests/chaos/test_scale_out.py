@@ -24,7 +24,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.chaos.test_kill9 import Load, audit
-from tests.harness import Api, Delivery, Receiver, WorkerProcess, first_copies, wait_until_read
+from tests.harness import Api, Delivery, Receiver, WorkerProcess, first_copies, wait_assigned
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -38,23 +38,6 @@ SETTLE_S = 3.0  # load carried on after each step, so the pause after it is meas
 # for the 120 s this test waits; Kafka expires it after the session timeout). Without it each
 # worker still comes back on its own data dir.
 STATIC = os.environ.get("DISPATCHER_TEST_STATIC_MEMBERSHIP", "") == "1"
-
-
-async def owned(worker: WorkerProcess) -> list[int]:
-    return list((await worker.readyz()).get("partitions", []))
-
-
-async def wait_assigned(workers: list[WorkerProcess], what: str) -> dict[str, list[int]]:
-    """Until every partition is owned by exactly one of `workers` and each of them is ready."""
-
-    async def read() -> dict[str, list[int]]:
-        return {w.data_dir.name: await owned(w) for w in workers}
-
-    def settled(by_worker: dict[str, list[int]]) -> bool:
-        every = sorted(p for parts in by_worker.values() for p in parts)
-        return every == list(range(PARTITIONS)) and all(by_worker.values())
-
-    return await wait_until_read(read, settled, 120, what, step=0.25)
 
 
 async def create(api: Api, url: str, name: str) -> str:
@@ -96,7 +79,7 @@ async def test_scale_out_rolling_restart_and_lost_volume(make_worker: Callable[.
         w.start()
     for w in workers:
         await w.wait_ready()
-    await wait_assigned(workers, "three workers sharing the partitions")
+    await wait_assigned(workers, "three workers sharing the partitions", PARTITIONS)
     api = Api(workers[0].url)
     names = [f"r{i}" for i in range(RECEIVERS)]
     rids = [await create(api, recv.url(name), name) for name in names]
@@ -113,13 +96,13 @@ async def test_scale_out_rolling_restart_and_lost_volume(make_worker: Callable[.
         fourth = pod("wd-3").start()
         await fourth.wait_ready(120)
         live.append(fourth)
-        spread = await wait_assigned(live, "four workers sharing the partitions")
+        spread = await wait_assigned(live, "four workers sharing the partitions", PARTITIONS)
         print(f"\nscale 3 -> 4: {spread}", flush=True)
         await asyncio.sleep(SETTLE_S)
         leaving = live.pop(1)
         leaving.stop()  # SIGTERM: the clean stop hands its partitions over
         assert leaving.process is not None and leaving.process.returncode == 0, "a clean stop exits 0"
-        spread = await wait_assigned(live, "three workers after one left")
+        spread = await wait_assigned(live, "three workers after one left", PARTITIONS)
         print(f"scale 4 -> 3 (SIGTERM {leaving.data_dir.name}): {spread}", flush=True)
         await asyncio.sleep(SETTLE_S)
         phases.append(("join, then leave by SIGTERM", began, time.time()))
@@ -131,7 +114,7 @@ async def test_scale_out_rolling_restart_and_lost_volume(make_worker: Callable[.
             w.start()  # same instance id, same data dir
             await w.wait_ready(120)
             live.insert(i, w)
-            await wait_assigned(live, f"{w.data_dir.name} back after its restart")
+            await wait_assigned(live, f"{w.data_dir.name} back after its restart", PARTITIONS)
         await asyncio.sleep(SETTLE_S)
         phases.append(("rolling restart of three", began, time.time()))
 
@@ -142,7 +125,7 @@ async def test_scale_out_rolling_restart_and_lost_volume(make_worker: Callable[.
         lost_volume.start()
         await lost_volume.wait_ready(120)
         live.insert(0, lost_volume)
-        await wait_assigned(live, "the worker back on an empty data dir")
+        await wait_assigned(live, "the worker back on an empty data dir", PARTITIONS)
         await asyncio.sleep(SETTLE_S)
         phases.append(("kill -9, back on an empty volume", began, time.time()))
     finally:

@@ -23,7 +23,7 @@ import pytest
 from aiohttp import web
 
 from tests.chaos.test_kill9 import Load, report_missing
-from tests.harness import Api, WorkerProcess, wait_until, wait_until_read
+from tests.harness import Api, WorkerProcess, wait_assigned, wait_until, wait_until_read
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -128,7 +128,7 @@ async def test_a_resumed_zombie_owner_posts_nothing_stale_and_loses_nothing(make
     await a.wait_ready()
     b.start()
     await b.wait_ready()
-    await wait_until_read(lambda: _partitions(a), lambda p: 0 < len(p) < PARTITIONS, 60, "a shares")
+    await wait_assigned([a, b], "a and b sharing the partitions, both ready", PARTITIONS)
     api = Api(b.url)
     rids = [(await api.create_receiver(recv.url(f"z{i}"), id=f"z{i}"))["id"] for i in range(RECEIVERS)]
     await api.close()

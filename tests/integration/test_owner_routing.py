@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
-from tests.harness import Api, Receiver, WorkerProcess, wait_until
-
-
-async def owned(worker: WorkerProcess) -> set[int]:
-    return set((await worker.readyz())["partitions"])
+from tests.harness import Api, Receiver, WorkerProcess, wait_assigned, wait_until
 
 
 async def two_workers(
     make_worker: Callable[..., WorkerProcess],
 ) -> tuple[list[WorkerProcess], list[set[int]]]:
-    """Two workers, once the group has split the partitions between them (up to 60 s)."""
+    """Two workers, once the group has split the partitions between them and both are ready."""
     workers = [make_worker("a").start(), make_worker("b").start()]
     for w in workers:
         await w.wait_ready()
-    for _ in range(240):
-        parts = [await owned(w) for w in workers]
-        if all(parts) and not parts[0] & parts[1]:
-            break
-        await asyncio.sleep(0.25)
-    assert all(parts), "both workers own partitions"
-    return workers, parts
+    split = await wait_assigned(workers, "the two workers sharing the partitions")
+    return workers, [set(split[w.data_dir.name]) for w in workers]
 
 
 async def test_state_and_message_status_come_from_the_owner_on_either_worker(
