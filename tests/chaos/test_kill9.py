@@ -10,7 +10,15 @@ from dataclasses import dataclass
 import aiohttp
 import pytest
 
-from tests.harness import WITHOUT_BROKER_WORKAROUNDS, Api, Receiver, WorkerProcess, first_copies, wait_until
+from tests.harness import (
+    WITHOUT_BROKER_WORKAROUNDS,
+    Api,
+    Receiver,
+    WorkerProcess,
+    first_copies,
+    wait_assigned,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -124,6 +132,8 @@ async def test_kill9_five_times_loses_nothing_and_keeps_order(make_worker, worka
         w.start()
     for w in workers:
         await w.wait_ready()
+    # A create while the group still splits the partitions may answer `unavailable`.
+    await wait_assigned(workers, "a and b sharing the partitions")
     api = Api(workers[0].url)
     names = [f"r{i}" for i in range(RECEIVERS)]
     rids = [(await api.create_receiver(recv.url(name), id=name))["id"] for name in names]

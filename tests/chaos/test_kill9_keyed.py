@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.chaos.test_kill9 import Load, report_missing
-from tests.harness import Api, WorkerProcess, wait_until
+from tests.harness import Api, WorkerProcess, wait_assigned, wait_until
 from tests.keyed import KeyedReceiver
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
@@ -47,6 +47,8 @@ async def test_kill9_keeps_each_keys_order_and_loses_nothing(make_worker) -> Non
         w.start()
     for w in workers:
         await w.wait_ready()
+    # A create while the group still splits the partitions may answer `unavailable`.
+    await wait_assigned(workers, "a and b sharing the partitions")
     api = Api(workers[0].url)
     names = [f"kr{i}" for i in range(RECEIVERS)]
     retry = {"schedule": [0.2, 0.5], "jitter": 0}
