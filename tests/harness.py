@@ -124,7 +124,10 @@ class WorkerProcess:
 
     async def wait_ready(self, limit: float = 90.0) -> None:
         deadline = time.monotonic() + limit
-        async with aiohttp.ClientSession() as session:
+        # With the token /readyz names its PID: a port picked free may have been taken meanwhile by
+        # a worker of the other test process (pytest -n), which must not pass for this one.
+        headers = {"Authorization": f"Bearer {self.env()['DISPATCHER_API_TOKEN']}"}
+        async with aiohttp.ClientSession(headers=headers) as session:
             while time.monotonic() < deadline:
                 assert self.process is not None
                 if self.process.poll() is not None:
@@ -132,7 +135,7 @@ class WorkerProcess:
                 try:
                     async with session.get(self.url + "/readyz") as resp:
                         self.ready_statuses.append(resp.status)
-                        if resp.status == 200:
+                        if resp.status == 200 and (await resp.json()).get("pid") == self.process.pid:
                             return
                 except aiohttp.ClientError:
                     pass

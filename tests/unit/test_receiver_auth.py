@@ -8,6 +8,7 @@ import base64
 import datetime
 import os
 import ssl
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -424,15 +425,20 @@ async def test_the_cache_is_bounded_and_keyed_by_the_credentials() -> None:
 # client certificates ----------------------------------------------------------------------------------
 
 
-def test_client_contexts_load_from_memory_are_shared_per_pair_and_bounded() -> None:
+@pytest.mark.parametrize("memfd", [True, False], ids=["memfd", "temp-file"])
+def test_client_contexts_load_from_memory_are_shared_per_pair_and_bounded(
+    memfd: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     made: list[ssl.SSLContext] = []
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a key file would go: this test's own
+    if not memfd:  # a system without memfd_create: the key goes through a 0600 file, then is removed
+        monkeypatch.delattr(os, "memfd_create")
 
     def base() -> ssl.SSLContext:
         made.append(ssl.create_default_context())
         return made[-1]
 
     contexts = ClientContexts(base, size=2)
-    before = set(os.listdir("/tmp"))
     first = contexts.get(MtlsAuth(CERT, KEY))
     assert contexts.get(MtlsAuth(CERT, KEY)) is first and len(made) == 1
     for _ in range(2):
@@ -440,7 +446,7 @@ def test_client_contexts_load_from_memory_are_shared_per_pair_and_bounded() -> N
         pem = leaf.cert_chain_pems[0].bytes().decode()
         contexts.get(MtlsAuth(pem, leaf.private_key_pem.bytes().decode()))
     assert len(contexts) == 2 and contexts.get(MtlsAuth(CERT, KEY)) is not first  # evicted, made again
-    assert set(os.listdir("/tmp")) - before == set()  # no key file left behind
+    assert list(tmp_path.iterdir()) == []  # no key file left behind
 
 
 # the CLI's auth options --------------------------------------------------------------------------------
