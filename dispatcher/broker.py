@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 # The embedded broker's settings group, used by `dev` and the tests (the environment overrides):
 # speed and load, never correctness. It does not answer a pending fetch early, so the fetch wait
@@ -36,6 +38,30 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def listens_on(pid: int, port: int) -> bool | None:
+    """Does process `pid` hold a TCP socket listening on `port`? None where /proc cannot tell."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    inodes = set()
+    for fd in fds:
+        with contextlib.suppress(OSError):  # closed since the listing
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cells = row.split()  # sl, local address:port (hex), remote, state (0A: LISTEN), ..., inode
+            if cells[3] == "0A" and int(cells[1].rsplit(":", 1)[1], 16) == port and cells[9] in inodes:
+                return True
+    return False
 
 
 @dataclass
@@ -72,15 +98,23 @@ class EmbeddedBroker:
 
     def _wait_listening(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
+        foreign = False  # something answered on the port that is not this broker
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
-                raise BrokerError(f"broker exited with code {self.process.returncode}")
+                taken = f" (port {self.port} is in use by another process)" if foreign else ""
+                raise BrokerError(f"broker exited with code {self.process.returncode}{taken}")
             try:
                 socket.create_connection((self.host, self.port), timeout=0.2).close()
-                return
             except OSError:
                 time.sleep(0.05)
+                continue
+            # A port picked free can be taken before the broker binds it; what answers then is
+            # another process, and the broker is about to exit on "address in use".
+            if listens_on(self.process.pid, self.port) is not False:
+                return
+            foreign = True
+            time.sleep(0.05)
         self.stop()
         raise BrokerError(f"broker did not listen on {self.host}:{self.port} within {timeout}s")
 
