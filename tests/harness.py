@@ -135,9 +135,10 @@ class WorkerProcess:
                 try:
                     async with session.get(self.url + "/readyz") as resp:
                         self.ready_statuses.append(resp.status)
-                        if resp.status == 200 and (await resp.json()).get("pid") == self.process.pid:
+                        body = await resp.json() if resp.status == 200 else None
+                        if isinstance(body, dict) and body.get("pid") == self.process.pid:
                             return
-                except aiohttp.ClientError:
+                except (aiohttp.ClientError, ValueError):  # not up yet, or not a worker's answer
                     pass
                 await asyncio.sleep(0.2)
         raise TimeoutError(f"worker not ready within {limit}s; see {self.log_path}")
@@ -145,7 +146,8 @@ class WorkerProcess:
     async def readyz(self) -> dict[str, Any]:
         """The worker's /readyz answer with the token: partitions owned, delivery and subscription figures."""
         headers = {"Authorization": f"Bearer {TOKEN}"}
-        async with aiohttp.ClientSession(headers=headers) as session, \
+        timeout = aiohttp.ClientTimeout(total=10)  # a paused (SIGSTOP) worker never answers
+        async with aiohttp.ClientSession(headers=headers, timeout=timeout) as session, \
                 session.get(self.url + "/readyz") as resp:
             return await resp.json()
 
