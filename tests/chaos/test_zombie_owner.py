@@ -23,12 +23,11 @@ import pytest
 from aiohttp import web
 
 from tests.chaos.test_kill9 import Load, report_missing
-from tests.harness import Api, WorkerProcess, wait_assigned, wait_until, wait_until_read
+from tests.harness import PARTITIONS, Api, WorkerProcess, wait_assigned, wait_until, wait_until_read
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 RECEIVERS = 16
-PARTITIONS = 8
 
 
 def _socket_inodes(pid: int) -> set[str]:
@@ -128,7 +127,7 @@ async def test_a_resumed_zombie_owner_posts_nothing_stale_and_loses_nothing(make
     await a.wait_ready()
     b.start()
     await b.wait_ready()
-    await wait_assigned([a, b], "a and b sharing the partitions, both ready", PARTITIONS)
+    await wait_assigned([a, b], "a and b sharing the partitions, both ready")
     api = Api(b.url)
     rids = [(await api.create_receiver(recv.url(f"z{i}"), id=f"z{i}"))["id"] for i in range(RECEIVERS)]
     await api.close()
