@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,7 +49,7 @@ from .domain.webhook import (
 from .metrics import Counts, outcome_label
 from .receiver_auth import AuthedRequests
 from .tracing import Tracing
-from .transport import DeliveryError, Transport, cancel_quietly
+from .transport import DeliveryError, Gate, NotSent, Transport, cancel_quietly
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,9 @@ class Deliverer:
         self._requests = AuthedRequests(transport, clock)  # with the receiver's mTLS or OAuth2 `auth`
         # Transforms too heavy to finish on the loop run here, one at a time (see _shape).
         self._transform_pool = transform_pool or ThreadPoolExecutor(1, thread_name_prefix="transform")
-        self.may_post = may_post  # is the partition still ours (the stall fence) as the POST starts?
+        # Is the partition still ours (the stall fence)? Asked as the attempt starts, and again as its
+        # request is written, for a worker whose loop stood still while the request waited for a connection.
+        self.may_post = may_post
         self._send_outcome = send_outcome
         self.pool = pool
         self._load_entries = load_entries
@@ -264,12 +266,13 @@ class Deliverer:
         """Post (holding the job's slots), then report the outcome to the actor."""
         if not self.may_post(job.partition):  # waited for a slot across a stall: ownership in doubt
             self._free_slot(job.lane, job.host)
-            log.info("receiver_id=%s seq=%s attempt=%d not posted: ownership in doubt",
-                     job.receiver_id, job.seq, job.attempt)
-            self._forget(job)
+            self._held_back(job)
             return
+        held_back = False
         try:
             outcome = await (self._probe(job) if job.probe else self._attempt(job))
+        except NotSent:  # the same, found as the request was about to be written
+            outcome, held_back = None, True
         except Exception as exc:  # a bug of ours must neither wedge the receiver nor loop: a failure
             log.exception("attempt failed to run receiver_id=%s seq=%s attempt=%d probe=%s",
                           job.receiver_id, job.seq, job.attempt, job.probe)
@@ -278,6 +281,8 @@ class Deliverer:
                               heartbeat=job.heartbeat >= 0)
         finally:
             self._free_slot(job.lane, job.host)
+        if held_back:
+            self._held_back(job)
         if outcome is None:
             return
         what = "probe" if job.probe else f"msg_id={outcome.msg_id} seq={outcome.seq}"
@@ -346,6 +351,11 @@ class Deliverer:
             kind, job.receiver_id, job.attempt, job.lane, outcome.status, outcome.error,
         )
         return outcome
+
+    def _held_back(self, job: Job) -> None:
+        log.info("receiver_id=%s seq=%s attempt=%d not posted: ownership in doubt",
+                 job.receiver_id, job.seq, job.attempt)
+        self._forget(job)
 
     def _forget(self, job: Job) -> None:
         """Give up on a job the actor will never hear of: free its slot and wake the receiver."""
@@ -419,7 +429,8 @@ class Deliverer:
             return Outcome(first["seq"], msg_id, job.token, False, None, error, 0.0, self._clock(),
                            attempt=job.attempt, last=last)
         return await self._timed_post(
-            job.token, job.config, headers, body, first["seq"], msg_id, job.attempt, last
+            job.token, job.config, headers, body, first["seq"], msg_id, job.attempt, last,
+            gate=partial(self.may_post, job.partition),
         )
 
     async def _post_transformed(
@@ -449,7 +460,8 @@ class Deliverer:
         if extra:
             headers = {**headers, **extra}
         return await self._timed_post(
-            job.token, job.config, headers, body, entry["seq"], entry["id"], job.attempt, url=url
+            job.token, job.config, headers, body, entry["seq"], entry["id"], job.attempt, url=url,
+            gate=partial(self.may_post, job.partition),
         )
 
     async def _shape(self, config: ReceiverConfig, entry: dict[str, Any], now: float) -> Transformed:
@@ -472,18 +484,21 @@ class Deliverer:
 
     async def _timed_post(
         self, token: str, config: ReceiverConfig, headers: dict[str, str], body: bytes, seq: int, msg_id: str,
-        attempt: int = 0, last: int = 0, url: str = "",
+        attempt: int = 0, last: int = 0, url: str = "", gate: Gate | None = None,
     ) -> Outcome:
+        """The request and what came of it; NotSent (raised) if `gate` held it back."""
         timer = time.perf_counter()  # the latency from a clock that never steps (the wall clock may)
         status: int | None = None
         error: str | None = None
         prefix = b""
         resp_headers: dict[str, str] = {}
         try:
-            resp = await self._requests.send("POST", config, headers, body, url)
+            resp = await self._requests.send("POST", config, headers, body, url, gate)
             status, resp_headers, prefix = resp.status, resp.headers, resp.body_prefix
         except DeliveryError as exc:
             error = str(exc)
+        except NotSent:
+            raise
         except Exception as exc:
             log.exception("delivery failed msg_id=%s seq=%s", msg_id, seq)
             error = f"internal: {type(exc).__name__}: {exc}"

@@ -49,6 +49,8 @@ from .transport import (
     MAX_HEADER_LINE,
     MAX_RESPONSE_HEADERS,
     DeliveryError,
+    Gate,
+    NotSent,
     Response,
     client_context,
     decoded_body,
@@ -277,15 +279,17 @@ class Http1Transport:
         self._clock: Callable[[], float] | None = None  # the running loop's, once known
 
     async def post(
-        self, url: str, headers: dict[str, str], body: bytes, client_cert: MtlsAuth | None = None
+        self, url: str, headers: dict[str, str], body: bytes, client_cert: MtlsAuth | None = None,
+        gate: Gate | None = None,
     ) -> Response:
-        return await self.request("POST", url, headers, body, client_cert)
+        return await self.request("POST", url, headers, body, client_cert, gate=gate)
 
     async def request(
         self, method: str, url: str, headers: dict[str, str], body: bytes = b"",
-        client_cert: MtlsAuth | None = None, server_ca: ServerTls | None = None,
+        client_cert: MtlsAuth | None = None, server_ca: ServerTls | None = None, gate: Gate | None = None,
     ) -> Response:
-        """One request, no redirects followed; raises DeliveryError when there is no response.
+        """One request, no redirects followed; raises DeliveryError when there is no response,
+        NotSent when `gate` held it back (see transport.py).
 
         `client_cert`: present this certificate in the TLS handshake (mutual TLS); `server_ca`:
         the receiver's own CA, the only one its certificate may chain to."""
@@ -297,7 +301,7 @@ class Http1Transport:
             key = (target.tls, target.host, target.port, tls_identity(client_cert, server_ca))
         async with self._slots:
             status, got, raw = await self._exchange(target, key, context, head, body,
-                                                    self._now() + self._timeout)
+                                                    self._now() + self._timeout, gate)
         kept = {k: v for k, v in got.items() if k in KEPT_RESPONSE_HEADERS}
         return Response(status, kept, decoded_body(raw, got, self._cap))
 
@@ -316,12 +320,15 @@ class Http1Transport:
 
     async def _exchange(
         self, target: _Target, key: PoolKey, context: ssl.SSLContext, head: bytes, body: bytes,
-        deadline: float,
+        deadline: float, gate: Gate | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
         for attempt in range(2):  # the second, on a new connection, only after a reused one hung up
             conn = self._take_idle(key) if attempt == 0 else None
             if conn is None:
                 conn = await self._connect(target, key, context, deadline)
+            if gate is not None and not gate():  # no await from here to the write
+                self._unused(conn)
+                raise NotSent("held back by its gate before a byte was written")
             try:
                 answer = conn.send(head, body)
                 self._watch(conn, deadline)
@@ -362,6 +369,18 @@ class Http1Transport:
             return
         conn.reused = True
         conn.idle_since = self._now()
+        self._keep(conn)
+
+    def _unused(self, conn: _Connection) -> None:
+        """A connection taken for a request that was held back: an idle one goes back as it was
+        (its idle time runs on), a new one is closed (it was never used, so nothing says it can be)."""
+        if conn.reused and conn.reusable:
+            self._keep(conn)
+        else:
+            conn.close()
+            self._open.discard(conn)
+
+    def _keep(self, conn: _Connection) -> None:
         self._idle.setdefault(conn.key, []).append(conn)
         self._idle_count += 1
         if self._idle_count > self._limit:

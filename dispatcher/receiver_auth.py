@@ -22,7 +22,7 @@ from collections.abc import Callable
 from .domain.oauth2_tokens import Token, TokenError, parse_token_response, token_request
 from .domain.receiver_auth import OAuth2Auth
 from .domain.records import ReceiverConfig
-from .transport import DeliveryError, Response, Transport
+from .transport import DeliveryError, Gate, Response, Transport
 
 MAX_TOKENS = 10_000  # cached tokens per worker (one per set of credentials)
 MAX_TOKEN_BODY = 16 * 1024  # a token answer is a few hundred bytes; one past this is refused
@@ -106,34 +106,35 @@ class AuthedRequests:
         self.tokens = TokenSource(transport, clock)
 
     async def send(
-        self, method: str, config: ReceiverConfig, headers: dict[str, str], body: bytes = b"", url: str = ""
+        self, method: str, config: ReceiverConfig, headers: dict[str, str], body: bytes = b"", url: str = "",
+        gate: Gate | None = None,
     ) -> Response:
         """One request to `url` (a transform's path on the receiver's host), else `config.url`;
-        DeliveryError if no answer (`auth_error: ...`: no token)."""
+        DeliveryError if no answer (`auth_error: ...`: no token), NotSent if `gate` held it back."""
         auth, server_ca, target = config.auth, config.tls, url or config.url
         if auth is None and server_ca is None:
             if method == "POST":
-                return await self._transport.post(target, headers, body)
-            return await self._transport.request(method, target, headers, body)
+                return await self._transport.post(target, headers, body, gate=gate)
+            return await self._transport.request(method, target, headers, body, gate=gate)
         if not isinstance(auth, OAuth2Auth):
             return await self._transport.request(method, target, headers, body, client_cert=auth,
-                                                 server_ca=server_ca)
-        return await self._with_token(method, config, auth, headers, body, target)
+                                                 server_ca=server_ca, gate=gate)
+        return await self._with_token(method, config, auth, headers, body, target, gate)
 
     async def _with_token(
         self, method: str, config: ReceiverConfig, auth: OAuth2Auth, headers: dict[str, str], body: bytes,
-        target: str,
+        target: str, gate: Gate | None,
     ) -> Response:
         token = await self._token(auth)
         resp = await self._transport.request(method, target, {**headers, "authorization": token.value},
-                                             body, server_ca=config.tls)
+                                             body, server_ca=config.tls, gate=gate)
         if resp.status != 401:
             return resp
         # The token may have been revoked or rotated before its time: one new token, one more try.
         self.tokens.invalidate(auth, token)
         token = await self._token(auth)
         return await self._transport.request(method, target, {**headers, "authorization": token.value},
-                                             body, server_ca=config.tls)
+                                             body, server_ca=config.tls, gate=gate)
 
     async def _token(self, auth: OAuth2Auth) -> Token:
         try:

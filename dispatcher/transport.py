@@ -6,6 +6,12 @@ up to a cap and decompressed up to a cap, and every connection goes through
 the target guard. A receiver with mutual TLS or its own CA gets its own TLS
 context (`client_tls.py`); aiohttp keys its pool by the context, so such a
 connection serves those settings only.
+
+A delivery passes a `gate`, asked at the last moment the request can still be
+held back: in the same step of the event loop as its first byte's write, after
+any wait for a connection. A worker whose loop stood still while it waited may
+have lost the receiver to another worker (the stall fence, `fence.py`); a
+closed gate raises `NotSent`, and nothing of the request reaches the receiver.
 """
 
 from __future__ import annotations
@@ -14,12 +20,13 @@ import asyncio
 import contextlib
 import ssl
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import aiohttp
+from aiohttp.abc import AbstractStreamWriter
 
 from .client_tls import ClientContexts
 from .domain.receiver_auth import MtlsAuth, ServerTls
@@ -58,16 +65,24 @@ class DeliveryError(Exception):
     """The POST did not produce an HTTP response (connect error, timeout, reset)."""
 
 
+class NotSent(Exception):
+    """The request's gate was closed when its first byte would have been written: none was."""
+
+
+Gate = Callable[[], bool]  # may the request be written now?
+
+
 class Transport(Protocol):
     """`client_cert` (mutual TLS) and `server_ca` are passed only for a receiver that has them."""
 
     async def post(
-        self, url: str, headers: dict[str, str], body: bytes, client_cert: MtlsAuth | None = None
+        self, url: str, headers: dict[str, str], body: bytes, client_cert: MtlsAuth | None = None,
+        gate: Gate | None = None,
     ) -> Response: ...
 
     async def request(
         self, method: str, url: str, headers: dict[str, str], body: bytes = b"",
-        client_cert: MtlsAuth | None = None, server_ca: ServerTls | None = None,
+        client_cert: MtlsAuth | None = None, server_ca: ServerTls | None = None, gate: Gate | None = None,
     ) -> Response: ...
 
     async def close(self) -> None: ...
@@ -121,18 +136,22 @@ class AiohttpTransport:
         )
 
     async def post(
-        self, url: str, headers: dict[str, str], body: bytes, client_cert: MtlsAuth | None = None
+        self, url: str, headers: dict[str, str], body: bytes, client_cert: MtlsAuth | None = None,
+        gate: Gate | None = None,
     ) -> Response:
-        return await self.request("POST", url, headers, body, client_cert)
+        return await self.request("POST", url, headers, body, client_cert, gate=gate)
 
     async def request(
         self, method: str, url: str, headers: dict[str, str], body: bytes = b"",
-        client_cert: MtlsAuth | None = None, server_ca: ServerTls | None = None,
+        client_cert: MtlsAuth | None = None, server_ca: ServerTls | None = None, gate: Gate | None = None,
     ) -> Response:
-        """One request, no redirects followed; raises DeliveryError when there is no response."""
+        """One request, no redirects followed; raises DeliveryError when there is no response,
+        NotSent when `gate` held it back."""
         if self._session is None:
             self._session = self._open()
-        data = body if method != "GET" else None
+        data: bytes | _GatedBody | None = None
+        if method != "GET":
+            data = body if gate is None else _GatedBody(body, gate)
         context = self._ssl
         if client_cert is not None or server_ca is not None:
             context = client_context(self._client_contexts, client_cert, server_ca)
@@ -154,12 +173,35 @@ class AiohttpTransport:
             blocked = exc.os_error if isinstance(exc.os_error, BlockedTarget) else None
             raise DeliveryError(str(blocked) if blocked else f"{type(exc).__name__}: {exc}") from exc
         except (aiohttp.ClientError, OSError) as exc:
+            if isinstance(exc.__cause__, NotSent):  # aiohttp wraps what the body's write raised
+                raise NotSent(str(exc.__cause__)) from None
             raise DeliveryError(f"{type(exc).__name__}: {exc}") from exc
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+class _GatedBody(aiohttp.BytesPayload):
+    """A body that asks its gate before it is written. aiohttp holds the request's head back until
+    the body's first bytes go (one write for both), so a closed gate leaves the wire untouched."""
+
+    def __init__(self, body: bytes, gate: Gate) -> None:
+        super().__init__(body)
+        self._gate = gate
+
+    async def write(self, writer: AbstractStreamWriter) -> None:
+        self._check()
+        await super().write(writer)
+
+    async def write_with_length(self, writer: AbstractStreamWriter, content_length: int | None) -> None:
+        self._check()
+        await super().write_with_length(writer, content_length)
+
+    def _check(self) -> None:
+        if not self._gate():
+            raise NotSent("held back by its gate before a byte was written")
 
 
 def client_context(

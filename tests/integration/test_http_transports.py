@@ -18,8 +18,8 @@ import trustme
 from dispatcher.domain.addresses import AllowList, TargetPolicy
 from dispatcher.http1 import Http1Transport
 from dispatcher.target_guard import TargetGuard
-from dispatcher.transport import AiohttpTransport, DeliveryError, Transport
-from tests.harness import Handler, ScriptedReceiver, answering, tls_receiver
+from dispatcher.transport import AiohttpTransport, DeliveryError, NotSent, Transport
+from tests.harness import Handler, ScriptedReceiver, answering, tls_receiver, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -39,9 +39,9 @@ def kind(request: pytest.FixtureRequest) -> str:
 async def make(kind: str) -> AsyncIterator[Callable[..., Transport]]:
     made: list[Transport] = []
 
-    def build(policy: TargetPolicy = LOOPBACK, timeout: float = 5.0, ca_file: Path | None = None
-              ) -> Transport:
-        transport = TRANSPORTS[kind](TargetGuard(policy), timeout, 2.0, CAP, 64, ca_file)
+    def build(policy: TargetPolicy = LOOPBACK, timeout: float = 5.0, ca_file: Path | None = None,
+              limit: int = 64) -> Transport:
+        transport = TRANSPORTS[kind](TargetGuard(policy), timeout, 2.0, CAP, limit, ca_file)
         made.append(transport)
         return transport
 
@@ -172,6 +172,67 @@ async def test_a_refused_target_is_never_dialled(make, serve) -> None:
     with pytest.raises(DeliveryError, match="blocked"):
         await make(policy=TargetPolicy(AllowList.parse(""))).post(server.url(), {}, b"{}")
     assert server.connections == 0
+
+
+async def test_a_closed_gate_holds_the_request_back_before_a_byte_is_written(make, serve) -> None:
+    async def read_all(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       server: ScriptedReceiver) -> None:
+        server.requests.append(await reader.read())  # every byte, until the client hangs up
+
+    server = await serve(read_all)
+    with pytest.raises(NotSent):
+        await make().post(server.url(), {}, b"{}", gate=lambda: False)
+    await wait_until(lambda: server.requests != [], 10, "the held-back connection closed")
+    assert (server.connections, server.requests) == (1, [b""])
+
+
+async def test_the_gate_is_asked_after_the_wait_for_a_connection(make, serve) -> None:
+    """Asked as the request is written, not as it is made: a worker whose loop stood still while the
+    request waited (here, for the only connection) may have lost the receiver meanwhile."""
+    release = asyncio.Event()
+
+    async def hold_the_first(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                             server: ScriptedReceiver) -> None:
+        for _ in range(10):
+            await server.read_request(reader)
+            if len(server.requests) == 1:
+                await release.wait()
+            writer.write(OK)
+            await writer.drain()
+
+    server = await serve(hold_the_first)
+    transport = make(limit=1)
+    first = asyncio.create_task(transport.post(server.url(), {}, b"{}"))
+    await wait_until(lambda: len(server.requests) == 1, 10, "the first request holding the connection")
+    gate = {"open": True, "asked": 0}
+
+    def may_write() -> bool:
+        gate["asked"] += 1
+        return bool(gate["open"])
+
+    second = asyncio.create_task(transport.post(server.url(), {}, b"{}", gate=may_write))
+    await asyncio.sleep(0.2)  # let it reach its wait; it cannot pass the wait however long this is
+    assert gate["asked"] == 0, "asked before the request could be written"
+    gate["open"] = False  # the fence engages while the request waits
+    release.set()
+    assert (await first).status == 200
+    with pytest.raises(NotSent):
+        await second
+    assert gate["asked"] == 1 and len(server.requests) == 1
+    assert (await transport.post(server.url(), {}, b"{}")).status == 200
+
+
+async def test_http1_puts_an_idle_connection_back_when_the_gate_holds_the_request(serve) -> None:
+    server = await serve(answering(OK))
+    transport = Http1Transport(TargetGuard(LOOPBACK), 5.0, 2.0, CAP, 8)
+    try:
+        assert (await transport.post(server.url(), {}, b"{}")).status == 200
+        with pytest.raises(NotSent):
+            await transport.post(server.url(), {}, b"{}", gate=lambda: False)
+        assert (await transport.post(server.url(), {}, b"{}")).status == 200
+        assert (server.connections, len(server.requests)) == (1, 2)
+    finally:
+        await transport.close()
 
 
 async def test_a_connection_the_receiver_closed_while_idle_is_replaced(kind, make, serve) -> None:

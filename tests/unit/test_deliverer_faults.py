@@ -8,16 +8,19 @@ from typing import Any
 from dispatcher.deliverer import Deliverer, lane_limits
 from dispatcher.domain.records import Outcome, ReceiverConfig
 from dispatcher.domain.slots import SlotPool
-from dispatcher.transport import Response
+from dispatcher.transport import Gate, Response
 
 CONFIG = ReceiverConfig("r1", "http://127.0.0.1:1/hook", "whsec_" + "A" * 32)
 
 
 class Answers200:
-    async def post(self, url: str, headers: dict[str, str], body: bytes) -> Response:
+    async def post(
+        self, url: str, headers: dict[str, str], body: bytes, gate: Gate | None = None
+    ) -> Response:
         return Response(200)
 
-    async def request(self, method: str, url: str, headers: dict[str, str], body: bytes = b"") -> Response:
+    async def request(self, method: str, url: str, headers: dict[str, str], body: bytes = b"",
+                      gate: Gate | None = None) -> Response:
         return Response(200)
 
     async def close(self) -> None:

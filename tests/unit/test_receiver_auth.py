@@ -312,11 +312,12 @@ class Scripted:
         self.refuse: set[str] = set()  # tokens the receiver answers 401
         self.gate: asyncio.Event | None = None
 
-    async def post(self, url: str, headers: dict[str, str], body: bytes, client_cert: Any = None) -> Response:
+    async def post(self, url: str, headers: dict[str, str], body: bytes, client_cert: Any = None,
+                   gate: Any = None) -> Response:
         return await self.request("POST", url, headers, body, client_cert)
 
     async def request(self, method: str, url: str, headers: dict[str, str], body: bytes = b"",
-                      client_cert: Any = None, server_ca: Any = None) -> Response:
+                      client_cert: Any = None, server_ca: Any = None, gate: Any = None) -> Response:
         if url.endswith("/token"):
             self.token_calls += 1
             if self.gate is not None:

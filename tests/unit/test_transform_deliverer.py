@@ -13,7 +13,7 @@ from dispatcher.deliverer import Deliverer, lane_limits
 from dispatcher.domain.records import Outcome, ReceiverConfig
 from dispatcher.domain.slots import SlotPool
 from dispatcher.domain.transform import INLINE_STEPS
-from dispatcher.transport import Response
+from dispatcher.transport import Gate, Response
 
 ITEMS = list(range(INLINE_STEPS))  # a $map over them takes more steps than a run on the loop may
 
@@ -24,11 +24,14 @@ class Recorded:
     def __init__(self) -> None:
         self.posts: list[tuple[str, dict[str, str], bytes]] = []
 
-    async def post(self, url: str, headers: dict[str, str], body: bytes) -> Response:
+    async def post(
+        self, url: str, headers: dict[str, str], body: bytes, gate: Gate | None = None
+    ) -> Response:
         self.posts.append((url, headers, body))
         return Response(200)
 
-    async def request(self, method: str, url: str, headers: dict[str, str], body: bytes = b"") -> Response:
+    async def request(self, method: str, url: str, headers: dict[str, str], body: bytes = b"",
+                      gate: Gate | None = None) -> Response:
         return Response(200)
 
     async def close(self) -> None:

@@ -1,0 +1,92 @@
+"""A delivery whose worker fell in doubt of its ownership while the request waited is never written.
+
+The stall fence (`domain/stall_fence.py`) is asked as an attempt starts and
+again as its request is written: a worker stopped (SIGSTOP, a VM pause)
+while a request waited for its connection may have lost the receiver to
+another worker by the time the connection is there. The deliverer, both
+transports and the receiver are real; the fence's clock is the test's, so
+"the loop stood still for 10 s" takes no 10 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from dispatcher.deliverer import Deliverer, Job, lane_limits
+from dispatcher.domain.addresses import AllowList, TargetPolicy
+from dispatcher.domain.records import Outcome, ReceiverConfig
+from dispatcher.domain.signing import generate_secret
+from dispatcher.domain.slots import SlotPool
+from dispatcher.domain.stall_fence import StallFence
+from dispatcher.http1 import Http1Transport
+from dispatcher.target_guard import TargetGuard
+from dispatcher.transport import AiohttpTransport
+from tests.harness import Delivery, Receiver, wait_until
+
+pytestmark = pytest.mark.integration
+
+TRANSPORTS = {"aiohttp": AiohttpTransport, "http1": Http1Transport}
+HELD, WAITING = ("r1", 3), ("r2", 5)  # receiver id, partition
+
+
+def load_entries(receiver_id: str, seq: int, count: int, max_bytes: int) -> list[dict[str, object]]:
+    return [{"id": f"msg_{receiver_id}_{seq}", "seq": seq, "type": "t.x", "data": {}, "accepted_at": 0.0}]
+
+
+@pytest.mark.parametrize("kind", sorted(TRANSPORTS))
+async def test_a_request_that_waited_across_a_stall_is_held_back_and_tried_again(kind: str) -> None:
+    release = asyncio.Event()
+
+    async def hold_r1(path: str, delivery: Delivery) -> int:
+        if path == "r1":
+            await release.wait()
+        return 200
+
+    receiver = await Receiver(hold_r1).start()
+    now = [100.0]
+    fence = StallFence(stall_limit=5.0, release_after=5.0)
+    fence.tick(now[0])
+    asked: list[int] = []
+
+    def may_post(partition: int) -> bool:
+        asked.append(partition)
+        return fence.allows(now[0])
+
+    reported: list[Outcome] = []
+    lost: list[tuple[str, int]] = []
+
+    async def sink(receiver_id: str, partition: int, outcome: Outcome) -> None:
+        reported.append(outcome)
+
+    guard = TargetGuard(TargetPolicy(AllowList.parse("127.0.0.1/32")))
+    transport = TRANSPORTS[kind](guard, 5.0, 2.0, 4096, 1)  # one connection: the second request waits
+    pool: SlotPool[Job] = SlotPool(lane_limits(4, 1), 4, {})
+    deliverer = Deliverer(transport, sink, pool, load_entries,
+                          lambda rid, partition: lost.append((rid, partition)), may_post=may_post)
+
+    def config(rid: str) -> ReceiverConfig:
+        return ReceiverConfig(rid, receiver.url(rid), generate_secret())
+
+    try:
+        deliverer.start(*HELD, config("r1"), seq=1, attempt=1)
+        await wait_until(lambda: len(receiver.deliveries) == 1, 10, "r1's request holding the connection")
+        deliverer.start(*WAITING, config("r2"), seq=1, attempt=1)
+        await wait_until(lambda: WAITING[1] in asked, 10, "r2's attempt past its start check")
+
+        now[0] += 10.0  # the loop stood still for 10 s while r2's request waited
+        release.set()
+        await wait_until(lambda: lost == [WAITING], 10, "r2's attempt given up, its receiver woken")
+        assert [d.path for d in receiver.deliveries] == ["r1"], "r2's request reached the receiver"
+        assert [o.msg_id for o in reported] == ["msg_r1_1"], "an outcome for an attempt never made"
+        assert not deliverer.busy("r2"), "r2's slot stays taken"
+
+        fence.on_assigned(now[0])  # the group confirms the partitions are still ours
+        deliverer.start(*WAITING, config("r2"), seq=1, attempt=1)  # what the woken actor asks for
+        await wait_until(lambda: len(reported) == 2, 10, "r2's attempt made again")
+        assert [d.path for d in receiver.deliveries] == ["r1", "r2"] and reported[1].ok
+    finally:
+        release.set()
+        await deliverer.close()
+        await receiver.stop()
