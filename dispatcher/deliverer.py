@@ -321,27 +321,37 @@ class Deliverer:
         attributes = {"webhook.receiver_id": job.receiver_id, "webhook.message_id": first["id"],
                       "webhook.seq": first["seq"], "webhook.attempt": job.attempt,
                       "webhook.lane": str(job.lane), "webhook.batch_size": len(entries)}
+        held_back: NotSent | None = None
         with self.tracing.span("webhook.deliver", "client", first.get("traceparent"), attributes) as span:
             wanted = self.trace_receivers
             extra = None
             if wanted and ("*" in wanted or job.receiver_id in wanted):
                 extra = {"traceparent": self.tracing.traceparent() or ""}
-            outcome = await self._post(job, entries, batching, extra)
-            span.set_attribute("webhook.outcome", outcome_label(outcome, job.config.retry))
-            span.set_attribute("webhook.latency_ms", outcome.latency_ms)
-            if outcome.status is not None:
-                span.set_attribute("http.response.status_code", outcome.status)
-            if not outcome.ok:
-                self.tracing.failed(span, outcome.error or f"HTTP {outcome.status}")
+            try:
+                outcome = await self._post(job, entries, batching, extra)
+            except NotSent as exc:  # no attempt was made: raised past the span, which did not fail
+                span.set_attribute("webhook.outcome", "held_back")
+                held_back = exc
+            else:
+                span.set_attribute("webhook.outcome", outcome_label(outcome, job.config.retry))
+                span.set_attribute("webhook.latency_ms", outcome.latency_ms)
+                if outcome.status is not None:
+                    span.set_attribute("http.response.status_code", outcome.status)
+                if not outcome.ok:
+                    self.tracing.failed(span, outcome.error or f"HTTP {outcome.status}")
+        if held_back is not None:
+            raise held_back
         return outcome
 
     async def _probe(self, job: Job) -> Outcome:
         """A probe of an open circuit, or (job.heartbeat >= 0) a heartbeat of an idle receiver."""
         kind = "heartbeat" if job.heartbeat >= 0 else "probe"
         if kind == "heartbeat":
-            outcome = await self._post_heartbeat(job.receiver_id, job.token, job.config, job.heartbeat)
+            outcome = await self._post_heartbeat(job.receiver_id, job.token, job.config, job.heartbeat,
+                                                 gate=partial(self.may_post, job.partition))
         else:
-            outcome = await self._post_ping(job.receiver_id, job.token, job.config)
+            outcome = await self._post_ping(job.receiver_id, job.token, job.config,
+                                            gate=partial(self.may_post, job.partition))
         outcome = evolve(outcome, attempt=job.attempt)
         self.counts.attempt(outcome_label(outcome), job.lane, kind, outcome.latency_ms / 1000)
         quiet = kind == "heartbeat" and outcome.ok  # one a minute from each of thousands: not news
@@ -388,22 +398,24 @@ class Deliverer:
                       job.receiver_id, what, outcome.attempt)
             self._forget(job)
 
-    async def _post_ping(self, receiver_id: str, token: str, config: ReceiverConfig) -> Outcome:
+    async def _post_ping(
+        self, receiver_id: str, token: str, config: ReceiverConfig, gate: Gate | None = None
+    ) -> Outcome:
         started = self._clock()
         ping_id = new_id("ping")
         body = build_ping(receiver_id, started)
         headers = build_ping_headers(config, ping_id, body, started)
-        outcome = await self._timed_post(token, config, headers, body, 0, ping_id)
+        outcome = await self._timed_post(token, config, headers, body, 0, ping_id, gate=gate)
         return evolve(outcome, probe=True)
 
     async def _post_heartbeat(
-        self, receiver_id: str, token: str, config: ReceiverConfig, last_seq: int
+        self, receiver_id: str, token: str, config: ReceiverConfig, last_seq: int, gate: Gate | None = None
     ) -> Outcome:
         started = self._clock()
         heartbeat_id = new_id("heartbeat")
         body = build_heartbeat(receiver_id, last_seq, started)
         headers = build_ping_headers(config, heartbeat_id, body, started, "webhook.heartbeat")
-        outcome = await self._timed_post(token, config, headers, body, 0, heartbeat_id)
+        outcome = await self._timed_post(token, config, headers, body, 0, heartbeat_id, gate=gate)
         return evolve(outcome, probe=True, heartbeat=True)
 
     async def _post(

@@ -326,8 +326,9 @@ class Http1Transport:
             conn = self._take_idle(key) if attempt == 0 else None
             if conn is None:
                 conn = await self._connect(target, key, context, deadline)
-            if gate is not None and not gate():  # no await from here to the write
-                self._unused(conn)
+            if gate is not None and not self._may_write(gate, conn):  # no await from here to the write
+                if attempt:  # the first went out on the reused connection, unanswered
+                    raise DeliveryError("connection closed by the receiver")
                 raise NotSent("held back by its gate before a byte was written")
             try:
                 answer = conn.send(head, body)
@@ -345,6 +346,17 @@ class Http1Transport:
                 conn.done()
                 self._settle(conn)
         raise DeliveryError("connection closed by the receiver")
+
+    def _may_write(self, gate: Gate, conn: _Connection) -> bool:
+        """Ask the gate; a connection it holds back is given up unused."""
+        try:
+            allowed = gate()
+        except BaseException:
+            self._unused(conn)
+            raise
+        if not allowed:
+            self._unused(conn)
+        return allowed
 
     def _watch(self, conn: _Connection, deadline: float) -> None:
         self._waiting[conn] = deadline

@@ -13,6 +13,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from dispatcher.deliverer import Deliverer, Job, lane_limits
 from dispatcher.domain.addresses import AllowList, TargetPolicy
@@ -22,6 +26,7 @@ from dispatcher.domain.slots import SlotPool
 from dispatcher.domain.stall_fence import StallFence
 from dispatcher.http1 import Http1Transport
 from dispatcher.target_guard import TargetGuard
+from dispatcher.tracing import Tracing
 from dispatcher.transport import AiohttpTransport
 from tests.harness import Delivery, Receiver, wait_until
 
@@ -35,8 +40,19 @@ def load_entries(receiver_id: str, seq: int, count: int, max_bytes: int) -> list
     return [{"id": f"msg_{receiver_id}_{seq}", "seq": seq, "type": "t.x", "data": {}, "accepted_at": 0.0}]
 
 
+def start(deliverer: Deliverer, attempt: str, config: ReceiverConfig) -> None:
+    """What r2's actor asks for: a message's attempt (traced or not) or an idle receiver's heartbeat."""
+    if attempt == "heartbeat":
+        deliverer.start_heartbeat(*WAITING, config, number=1, last_seq=0)
+    else:
+        deliverer.start(*WAITING, config, seq=1, attempt=1)
+
+
+@pytest.mark.parametrize("attempt", ["message", "traced message", "heartbeat"])
 @pytest.mark.parametrize("kind", sorted(TRANSPORTS))
-async def test_a_request_that_waited_across_a_stall_is_held_back_and_tried_again(kind: str) -> None:
+async def test_a_request_that_waited_across_a_stall_is_held_back_and_tried_again(
+    kind: str, attempt: str
+) -> None:
     release = asyncio.Event()
 
     async def hold_r1(path: str, delivery: Delivery) -> int:
@@ -65,6 +81,11 @@ async def test_a_request_that_waited_across_a_stall_is_held_back_and_tried_again
     pool: SlotPool[Job] = SlotPool(lane_limits(4, 1), 4, {})
     deliverer = Deliverer(transport, sink, pool, load_entries,
                           lambda rid, partition: lost.append((rid, partition)), may_post=may_post)
+    spans = InMemorySpanExporter()
+    if attempt == "traced message":
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(spans))
+        deliverer.tracing = Tracing(provider.get_tracer("test"), provider)
 
     def config(rid: str) -> ReceiverConfig:
         return ReceiverConfig(rid, receiver.url(rid), generate_secret())
@@ -72,7 +93,7 @@ async def test_a_request_that_waited_across_a_stall_is_held_back_and_tried_again
     try:
         deliverer.start(*HELD, config("r1"), seq=1, attempt=1)
         await wait_until(lambda: len(receiver.deliveries) == 1, 10, "r1's request holding the connection")
-        deliverer.start(*WAITING, config("r2"), seq=1, attempt=1)
+        start(deliverer, attempt, config("r2"))
         await wait_until(lambda: WAITING[1] in asked, 10, "r2's attempt past its start check")
 
         now[0] += 10.0  # the loop stood still for 10 s while r2's request waited
@@ -81,9 +102,14 @@ async def test_a_request_that_waited_across_a_stall_is_held_back_and_tried_again
         assert [d.path for d in receiver.deliveries] == ["r1"], "r2's request reached the receiver"
         assert [o.msg_id for o in reported] == ["msg_r1_1"], "an outcome for an attempt never made"
         assert not deliverer.busy("r2"), "r2's slot stays taken"
+        if attempt == "traced message":  # a span that says what happened, and no failed delivery
+            held = [span for span in spans.get_finished_spans()
+                    if (span.attributes or {}).get("webhook.receiver_id") == "r2"]
+            assert [(span.attributes or {}).get("webhook.outcome") for span in held] == ["held_back"]
+            assert held[0].status.status_code != StatusCode.ERROR and not held[0].events
 
         fence.on_assigned(now[0])  # the group confirms the partitions are still ours
-        deliverer.start(*WAITING, config("r2"), seq=1, attempt=1)  # what the woken actor asks for
+        start(deliverer, attempt, config("r2"))  # what the woken actor asks for
         await wait_until(lambda: len(reported) == 2, 10, "r2's attempt made again")
         assert [d.path for d in receiver.deliveries] == ["r1", "r2"] and reported[1].ok
     finally:

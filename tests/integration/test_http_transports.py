@@ -289,6 +289,27 @@ async def test_http1_sends_again_when_a_reused_connection_closes_unanswered(serv
         await transport.close()
 
 
+async def test_http1_does_not_send_again_once_the_gate_has_closed(serve) -> None:
+    """The first copy went out (the gate was open) and was not answered: the copy that would follow
+    on a new connection is held back, and the attempt fails as the hang-up, not as never made."""
+    async def hang_up_on_the_second(reader, writer, server: ScriptedReceiver) -> None:
+        await server.read_request(reader)
+        writer.write(OK)
+        await writer.drain()
+        await server.read_request(reader)  # read, then close without a byte of answer
+
+    server = await serve(hang_up_on_the_second)
+    transport = Http1Transport(TargetGuard(LOOPBACK), 5.0, 2.0, CAP, 8)
+    answers = iter([True, False])  # the fence engages between the two writes
+    try:
+        assert (await transport.post(server.url(), {}, b"{}")).status == 200
+        with pytest.raises(DeliveryError, match="closed by the receiver"):
+            await transport.post(server.url(), {}, b"{}", gate=lambda: next(answers))
+        assert (len(server.requests), server.connections) == (2, 2)
+    finally:
+        await transport.close()
+
+
 async def test_http1_does_not_reuse_a_connection_that_answered_twice(serve) -> None:
     server = await serve(answering(OK + b"HTTP/1.1 500 Smuggled\r\ncontent-length: 0\r\n\r\n"))
     transport = Http1Transport(TargetGuard(LOOPBACK), 5.0, 2.0, CAP, 8)
