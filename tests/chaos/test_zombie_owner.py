@@ -23,7 +23,7 @@ import pytest
 from aiohttp import web
 
 from tests.chaos.test_kill9 import Load, report_missing
-from tests.harness import PARTITIONS, Api, WorkerProcess, wait_assigned, wait_until, wait_until_read
+from tests.harness import PARTITIONS, Api, WorkerProcess, owned, wait_assigned, wait_until, wait_until_read
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -113,13 +113,6 @@ def _assignments_after(log: Path, since: float) -> list[float]:
     return times
 
 
-async def _partitions(worker: WorkerProcess) -> list[int]:
-    try:
-        return list((await worker.readyz()).get("partitions", []))
-    except Exception:  # noqa: BLE001 - a worker being killed or paused answers nothing
-        return []
-
-
 async def test_a_resumed_zombie_owner_posts_nothing_stale_and_loses_nothing(make_worker) -> None:
     a, b = make_worker("a"), make_worker("b")
     recv = await WhoPosts({"a": a, "b": b}).start()
@@ -139,14 +132,14 @@ async def test_a_resumed_zombie_owner_posts_nothing_stale_and_loses_nothing(make
         assert a.process is not None
         os.kill(a.process.pid, signal.SIGSTOP)
         stopped_at = time.time()
-        await wait_until_read(lambda: _partitions(b), lambda p: len(p) == PARTITIONS, 90, "b takes all")
+        await wait_until_read(lambda: owned(b), lambda p: len(p) == PARTITIONS, 90, "b takes all")
         os.kill(a.process.pid, signal.SIGCONT)
         resumed_at = time.time()
         print(f"\nSIGSTOP a for {resumed_at - stopped_at:.1f} s", flush=True)
         await wait_until(lambda: _assignments_after(a.log_path, resumed_at) != [], 90, "a reassigned")
         await asyncio.sleep(2)
         b.kill9()
-        await wait_until_read(lambda: _partitions(a), lambda p: len(p) == PARTITIONS, 90, "a takes all")
+        await wait_until_read(lambda: owned(a), lambda p: len(p) == PARTITIONS, 90, "a takes all")
         await asyncio.sleep(2)
     finally:
         stop.set()
