@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
+import orjson
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -20,6 +21,8 @@ from opentelemetry.trace import StatusCode
 
 from dispatcher.deliverer import Deliverer, Job, lane_limits
 from dispatcher.domain.addresses import AllowList, TargetPolicy
+from dispatcher.domain.delivery_options import DeliveryOptions
+from dispatcher.domain.evolve import evolve
 from dispatcher.domain.records import Outcome, ReceiverConfig
 from dispatcher.domain.signing import generate_secret
 from dispatcher.domain.slots import SlotPool
@@ -37,18 +40,31 @@ HELD, WAITING = ("r1", 3), ("r2", 5)  # receiver id, partition
 
 
 def load_entries(receiver_id: str, seq: int, count: int, max_bytes: int) -> list[dict[str, object]]:
-    return [{"id": f"msg_{receiver_id}_{seq}", "seq": seq, "type": "t.x", "data": {}, "accepted_at": 0.0}]
+    return [{"id": f"msg_{receiver_id}_{seq}", "seq": seq, "type": "t.x", "data": {}, "headers": {},
+             "accepted_at": 0.0}]
+
+
+ATTEMPTS = ["message", "traced message", "batch", "transformed message", "heartbeat"]
+
+
+def shaped(attempt: str, config: ReceiverConfig) -> ReceiverConfig:
+    if attempt == "batch":
+        return evolve(config, options=DeliveryOptions(ordering="none", batch_max=10))
+    if attempt == "transformed message":
+        return evolve(config, transform={"body": {"shaped": True}})
+    return config
 
 
 def start(deliverer: Deliverer, attempt: str, config: ReceiverConfig) -> None:
-    """What r2's actor asks for: a message's attempt (traced or not) or an idle receiver's heartbeat."""
+    """What r2's actor asks for: an attempt at its message (as each kind of receiver sends it) or
+    an idle receiver's heartbeat."""
     if attempt == "heartbeat":
         deliverer.start_heartbeat(*WAITING, config, number=1, last_seq=0)
     else:
-        deliverer.start(*WAITING, config, seq=1, attempt=1)
+        deliverer.start(*WAITING, shaped(attempt, config), seq=1, attempt=1)
 
 
-@pytest.mark.parametrize("attempt", ["message", "traced message", "heartbeat"])
+@pytest.mark.parametrize("attempt", ATTEMPTS)
 @pytest.mark.parametrize("kind", sorted(TRANSPORTS))
 async def test_a_request_that_waited_across_a_stall_is_held_back_and_tried_again(
     kind: str, attempt: str
@@ -112,6 +128,11 @@ async def test_a_request_that_waited_across_a_stall_is_held_back_and_tried_again
         start(deliverer, attempt, config("r2"))  # what the woken actor asks for
         await wait_until(lambda: len(reported) == 2, 10, "r2's attempt made again")
         assert [d.path for d in receiver.deliveries] == ["r1", "r2"] and reported[1].ok
+        body = orjson.loads(receiver.deliveries[1].body)
+        if attempt == "batch":
+            assert [event["id"] for event in body["events"]] == ["msg_r2_1"]
+        elif attempt == "transformed message":
+            assert body == {"shaped": True}
     finally:
         release.set()
         await deliverer.close()
