@@ -7,9 +7,10 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 # The embedded broker's settings group, used by `dev` and the tests (the environment overrides):
 # speed and load, never correctness. It does not answer a pending fetch early, so the fetch wait
@@ -40,18 +41,26 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def listens_on(pid: int, port: int) -> bool | None:
-    """Does process `pid` hold a TCP socket listening on `port`? None where /proc cannot tell."""
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return None
+def socket_inodes(pid: int) -> set[str]:
+    """The inodes of the sockets process `pid` holds; OSError if /proc cannot list its fds."""
     inodes = set()
-    for fd in fds:
+    for fd in os.listdir(f"/proc/{pid}/fd"):
         with contextlib.suppress(OSError):  # closed since the listing
             link = os.readlink(f"/proc/{pid}/fd/{fd}")
             if link.startswith("socket:["):
                 inodes.add(link[8:-1])
+    return inodes
+
+
+class TcpSocket(NamedTuple):
+    local_port: int
+    remote_port: int
+    listening: bool
+    inode: str
+
+
+def tcp_sockets() -> Iterator[TcpSocket]:
+    """The machine's TCP sockets, IPv4 and IPv6, as /proc lists them (a table it cannot read is skipped)."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             rows = Path(table).read_text().splitlines()[1:]
@@ -59,9 +68,17 @@ def listens_on(pid: int, port: int) -> bool | None:
             continue
         for row in rows:
             cells = row.split()  # sl, local address:port (hex), remote, state (0A: LISTEN), ..., inode
-            if cells[3] == "0A" and int(cells[1].rsplit(":", 1)[1], 16) == port and cells[9] in inodes:
-                return True
-    return False
+            yield TcpSocket(int(cells[1].rsplit(":", 1)[1], 16), int(cells[2].rsplit(":", 1)[1], 16),
+                            cells[3] == "0A", cells[9])
+
+
+def listens_on(pid: int, port: int) -> bool | None:
+    """Does process `pid` hold a TCP socket listening on `port`? None where /proc cannot tell."""
+    try:
+        inodes = socket_inodes(pid)
+    except OSError:
+        return None
+    return any(s.listening and s.local_port == port and s.inode in inodes for s in tcp_sockets())
 
 
 @dataclass

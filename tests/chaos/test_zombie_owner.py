@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from dispatcher.broker import socket_inodes, tcp_sockets
 from tests.chaos.test_kill9 import Load, report_missing
 from tests.harness import PARTITIONS, Api, WorkerProcess, owned, wait_assigned, wait_until, wait_until_read
 
@@ -30,32 +31,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 RECEIVERS = 16
 
 
-def _socket_inodes(pid: int) -> set[str]:
-    inodes = set()
-    fd_dir = Path(f"/proc/{pid}/fd")
-    for fd in fd_dir.iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    return inodes
-
-
 def _inode_of_connection(port: int, remote_port: int) -> str | None:
     """The inode of the loopback TCP socket from local `port` to `remote_port` (the worker's end).
 
     Both ports: a worker's socket to the broker may have the same local port as another worker's
     socket to this receiver (an ephemeral port is unique per destination, not per machine).
     """
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            local, remote = int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)
-            if (local, remote) == (port, remote_port):
-                return fields[9]
-    return None
+    ends = (port, remote_port)
+    return next((s.inode for s in tcp_sockets() if (s.local_port, s.remote_port) == ends), None)
 
 
 class WhoPosts:
@@ -75,7 +58,7 @@ class WhoPosts:
         inode = _inode_of_connection(peer[1], self.port) if peer else None
         for name, worker in self.workers.items():
             process = worker.process
-            if inode is not None and process is not None and inode in _socket_inodes(process.pid):
+            if inode is not None and process is not None and inode in socket_inodes(process.pid):
                 return name
         return "?"
 
