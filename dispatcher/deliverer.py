@@ -467,14 +467,15 @@ class Deliverer:
             log.info("cancelled by the transform msg_id=%s receiver_id=%s seq=%s attempt=%d",
                      entry["id"], job.receiver_id, entry["seq"], job.attempt)
             return self._unposted(job, entry, CANCELLED, "cancelled by the receiver's transform")
-        self.counts.transform("ok")
         url, body, headers = request
         if extra:
             headers = {**headers, **extra}
-        return await self._timed_post(
+        outcome = await self._timed_post(
             job.token, job.config, headers, body, entry["seq"], entry["id"], job.attempt, url=url,
             gate=partial(self.may_post, job.partition),
         )
+        self.counts.transform("ok")  # counted once its request went: one held back (NotSent) is run again
+        return outcome
 
     async def _shape(self, config: ReceiverConfig, entry: dict[str, Any], now: float) -> Transformed:
         """Run the transform on the loop with a tenth of its budget; past that, again in a thread.

@@ -133,6 +133,7 @@ async def test_a_request_that_waited_across_a_stall_is_held_back_and_tried_again
             assert [event["id"] for event in body["events"]] == ["msg_r2_1"]
         elif attempt == "transformed message":
             assert body == {"shaped": True}
+            assert deliverer.counts.transforms == {"ok": 1}, "the held-back run counted as a transform"
     finally:
         release.set()
         await deliverer.close()

@@ -11,6 +11,7 @@ import asyncio
 import gzip
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trustme
@@ -28,6 +29,20 @@ LOOPBACK = TargetPolicy(AllowList.parse("127.0.0.0/8"))
 OK = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
 
 TRANSPORTS = {"aiohttp": AiohttpTransport, "http1": Http1Transport}
+
+
+# Where each transport's request waits for a free connection (its pool at its limit).
+WAITS_FOR_A_CONNECTION = {"Semaphore.acquire", "BaseConnector._wait_for_available_connection"}
+
+
+def awaiting(task: asyncio.Task[Any]) -> list[str]:
+    """The coroutines `task` is suspended in, outermost first."""
+    chain: list[str] = []
+    coro: Any = task.get_coro()
+    while coro is not None:
+        chain.append(getattr(coro, "__qualname__", type(coro).__name__))
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return chain
 
 
 @pytest.fixture(params=sorted(TRANSPORTS))
@@ -211,7 +226,7 @@ async def test_the_gate_is_asked_after_the_wait_for_a_connection(make, serve) ->
         return bool(gate["open"])
 
     second = asyncio.create_task(transport.post(server.url(), {}, b"{}", gate=may_write))
-    await asyncio.sleep(0.2)  # let it reach its wait; it cannot pass the wait however long this is
+    await wait_until(lambda: WAITS_FOR_A_CONNECTION & set(awaiting(second)), 10, "the second request waiting")
     assert gate["asked"] == 0, "asked before the request could be written"
     gate["open"] = False  # the fence engages while the request waits
     release.set()
