@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from bench import suite
 
@@ -24,14 +25,15 @@ def counted(self, data, path, *args, **kwargs):
     return to_code(self, data, path, *args, **kwargs)
 importlib.machinery.SourceFileLoader.source_to_code = counted
 import dispatcher.worker
-ours = [path for path in compiled if "/site-packages/" not in str(path)]
+ours = [path for path in compiled if str(path).startswith(sys.argv[1])]
 print(len(ours), *ours[:3])
 """
+ROOT = Path(suite.__file__).resolve().parent.parent  # the tree whose modules are counted
 
 
 def compiled_at_import() -> tuple[int, str]:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # as in CI: nothing written while importing
-    out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", PROBE, f"{ROOT}/"], env=env, capture_output=True, text=True,
                          timeout=120, check=True).stdout.split()
     return int(out[0]), " ".join(out[1:])
 
