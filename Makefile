@@ -22,6 +22,7 @@ install: $(VENV)/.installed
 # The tree's bytecode, written now: where PYTHONDONTWRITEBYTECODE is set (CI, containers) every
 # worker start would compile the 142 modules it imports again, 0.2-0.45 s of CPU on machine A
 # (docs/benchmarks.md); the image compiles them when it is built. Only changed files are rewritten.
+# The same packages as `bench.suite.precompile`.
 bytecode: install
 	$(BIN)/python -m compileall -q dispatcher web bench >/dev/null
 
@@ -37,7 +38,7 @@ test: bytecode
 	$(BIN)/mypy dispatcher web
 	$(BIN)/python -m pytest -q -rs -n $(TEST_JOBS) --dist loadfile --hypothesis-show-statistics
 
-bench: bytecode
+bench: install  # python -m bench writes the bytecode itself (bench/suite.py, precompile)
 	$(BIN)/python -m bench
 
 clean:

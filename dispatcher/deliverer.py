@@ -346,12 +346,11 @@ class Deliverer:
     async def _probe(self, job: Job) -> Outcome:
         """A probe of an open circuit, or (job.heartbeat >= 0) a heartbeat of an idle receiver."""
         kind = "heartbeat" if job.heartbeat >= 0 else "probe"
+        gate = partial(self.may_post, job.partition)
         if kind == "heartbeat":
-            outcome = await self._post_heartbeat(job.receiver_id, job.token, job.config, job.heartbeat,
-                                                 gate=partial(self.may_post, job.partition))
+            outcome = await self._post_heartbeat(job.receiver_id, job.token, job.config, job.heartbeat, gate)
         else:
-            outcome = await self._post_ping(job.receiver_id, job.token, job.config,
-                                            gate=partial(self.may_post, job.partition))
+            outcome = await self._post_ping(job.receiver_id, job.token, job.config, gate)
         outcome = evolve(outcome, attempt=job.attempt)
         self.counts.attempt(outcome_label(outcome), job.lane, kind, outcome.latency_ms / 1000)
         quiet = kind == "heartbeat" and outcome.ok  # one a minute from each of thousands: not news
