@@ -56,15 +56,17 @@ from dispatcher.domain.records import Message, ReceiverConfig, encode_message_re
 from dispatcher.partitioning import partitioner
 from tests.harness import Api, WorkerProcess, create_topic, new_app_id
 
-from . import peers, perf2
+from . import peers, perf2, steady
 from .floor import FETCH_MAX_WAIT_MS, consume_and_post
 from .isolation import percentiles
 from .nginx import Hit, NginxReceiver
 from .runs import RESULTS, run_on, save, worker_loop
 
 SCENARIOS = ("ceiling", "floor", "drain", "latency", "ingest", "memory", "recovery")
-# Chosen by name only (`--only`), each beside its own ceiling: bench/perf2.py, bench/peers.py.
-EXTRA_SCENARIOS = perf2.SCENARIOS + peers.SCENARIOS
+# Chosen by name only (`--only`): bench/perf2.py and bench/peers.py, each beside its own ceiling,
+# and bench/steady.py.
+EXTRA_MODULES = (perf2, peers, steady)
+EXTRA_SCENARIOS = tuple(name for module in EXTRA_MODULES for name in module.SCENARIOS)
 TICKS = os.sysconf("SC_CLK_TCK")
 PARTITIONS = 8  # the worker's default
 HEAP_TRIM = 2.0  # seconds between heap trims of the memory scenario's worker
@@ -736,7 +738,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             if name in ("floor", "drain"):
                 result[name] = await globals()[name](bench, result)
             elif name in EXTRA_SCENARIOS:
-                result[name] = await getattr(peers if name in peers.SCENARIOS else perf2, name)(bench)
+                [module] = [m for m in EXTRA_MODULES if name in m.SCENARIOS]
+                result[name] = await getattr(module, name)(bench)
             else:
                 result[name] = await globals()[name](bench)
             result[name]["scenario_s"] = round(time.monotonic() - t0, 1)
@@ -807,8 +810,8 @@ def print_table(result: dict[str, Any]) -> None:
                          f"{r['first_delivery_after_kill_s']} s",
                          f"all partitions {r['all_partitions_recovered_after_kill_s']} s; "
                          f"session timeout {r['session_timeout_s']} s"))
-    rows += perf2.table_rows(result)
-    rows += peers.table_rows(result)
+    for module in EXTRA_MODULES:
+        rows += module.table_rows(result)
     width = max(len(r[0]) for r in rows) + 2 if rows else 10
     print(f"\n{result.get('cpus')} x {result.get('cpu', '?')}, event loop {result.get('event_loop', '?')}")
     for label, value, detail in rows:
@@ -834,7 +837,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--only", type=lambda s: s.split(","), default=list(SCENARIOS),
                         help="comma-separated scenarios: " + ",".join(SCENARIOS)
                         + " (the default), and " + ",".join(EXTRA_SCENARIOS)
-                        + " (bench/perf2.py, bench/peers.py)")
+                        + " (bench/perf2.py, bench/peers.py, bench/steady.py)")
     parser.add_argument("--repeats", type=int, help="runs of the repeated scenarios (default 3, quick 1)")
     parser.add_argument("--workers", type=int, default=1,
                         help="workers that drain the backlog together, and stay for the scenarios "

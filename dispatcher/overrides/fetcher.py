@@ -9,6 +9,7 @@ figures, is in `dispatcher/fetch_wait.py`.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,17 +29,22 @@ def adapt_fetch_wait(
         raise RuntimeError("adapt_fetch_wait needs a started consumer")
     wait = FetchWait(fetcher._fetch_max_wait_ms, cap_ms, idle_cap_ms)
     fetch = fetcher._proc_fetch_request
+    answered = [time.monotonic()]  # when the previous answer was handled
 
     async def fetch_then_adapt(assignment: Any, node_id: int, request: Any) -> bool:
         asked_behind = _behind_when_asked(assignment, request)
         woke = await fetch(assignment, node_id, request)
+        now = time.monotonic()
+        took_ms, answered[0] = (now - answered[0]) * 1000, now
         if assignment.active:
             behind, starved, brought = _progress(fetcher, assignment, request, asked_behind)
             before = wait.current_ms
-            fetcher._fetch_max_wait_ms = wait.after_fetch(behind, starved, brought)
+            fetcher._fetch_max_wait_ms = wait.after_fetch(behind, starved, brought, took_ms,
+                                                          asked_behind=bool(asked_behind))
             if wait.current_ms != before:
                 why = ("a partition behind got no records" if starved else
-                       "idle" if wait.idle_ms >= wait.idle_after_ms else "caught up")
+                       "idle" if wait.idle_ms >= wait.idle_after_ms else
+                       "records flow" if wait.current_ms > wait.base_ms else "caught up")
                 log.debug("fetch wait %d -> %d ms (%s)", before, wait.current_ms, why)
                 if starved and wait.current_ms == wait.cap_ms:
                     log.warning("the broker answered a fetch of partitions that are behind with no records "

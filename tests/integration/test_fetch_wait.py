@@ -76,8 +76,9 @@ def test_fetch_wait_rises_after_a_quiet_spell_and_drops_with_the_next_record() -
     # so far (waited: 100, 104, 112, 128, 160, 200 ms).
     assert quiet[49:] == [4, 8, 16, 32, 40, 50, 50]
     # Records come: the answer leaves their partition behind (its high watermark is above the
-    # offset asked for), and the wait is the configured one again at once, not after the flow stops.
-    assert wait.after_fetch(behind=True, starved=False, brought=True) == 2
+    # offset asked for), and the wait is the configured one again at once, not after the flow stops
+    # (a quiet spell is no gap of a flow: the flow's wait did not learn from it).
+    assert wait.after_fetch(behind=True, starved=False, brought=True) == 2 == wait.flowing_ms
     assert wait.after_fetch(behind=False, starved=False, brought=False) == 2, "the quiet spell starts again"
     for _ in range(60):
         wait.after_fetch(behind=False, starved=False, brought=False)
@@ -100,6 +101,65 @@ def test_a_long_quiet_spell_waits_at_most_a_quarter_of_itself_up_to_the_cap() ->
     assert wait.current_ms == 1000, "a long enough spell reaches the cap"
     assert 4000 <= waited < 5000, "once the spell is four times the cap, and not much later"
     assert wait.after_fetch(behind=True, starved=False, brought=True) == 2, "a record ends the spell"
+
+
+ROUND_TRIP_MS = 0.5  # a fetch's request, answer and handling, besides the broker's wait
+
+
+def _embedded_broker_model(wait: FetchWait, gap_ms: float, records: int = 1000) -> tuple[float, list[float]]:
+    """A flow of a record every `gap_ms` against the embedded broker's fetches: an answer comes at
+    once with the records already there, else when the wait runs out, empty (behind, if one landed
+    meanwhile). Returns the fetches per record and each record's wait for a fetch."""
+    arrivals = [gap_ms * (n + 1) for n in range(records)]
+    now, fetched, fetches, waited, landed = 0.0, 0, 0, [], False
+    while fetched < records and fetches < 100 * records:  # bounded
+        fetches += 1
+        took = ROUND_TRIP_MS
+        if arrivals[fetched] <= now:
+            while fetched < records and arrivals[fetched] <= now:
+                waited.append(now - arrivals[fetched])
+                fetched += 1
+            wait.after_fetch(behind=True, starved=False, brought=True, took_ms=took, asked_behind=landed)
+            landed = False
+        else:
+            took += wait.current_ms
+            landed = arrivals[fetched] <= now + took
+            wait.after_fetch(behind=landed, starved=False, brought=False, took_ms=took, asked_behind=False)
+        now += took
+    return fetches / records, waited
+
+
+def test_a_sparse_flow_polls_fewer_times_a_record_and_waits_an_eighth_of_its_gap() -> None:
+    for gap_ms in (50.0, 99.0):  # 20/s, 10/s
+        polls, waited = _embedded_broker_model(FetchWait(base_ms=2), gap_ms)
+        fixed = gap_ms / (2 + ROUND_TRIP_MS)  # polls a record at a fixed 2 ms wait: 20 and 40
+        assert polls < fixed / 2, (gap_ms, polls)
+        steady = sorted(waited[100:])  # once the gap is learnt
+        assert steady[int(len(steady) * 0.99)] <= gap_ms / 8, (gap_ms, steady[-5:])
+
+
+def test_a_dense_flow_and_kafka_keep_the_configured_wait() -> None:
+    for gap_ms in (2.0, 5.0, 10.0, 20.0):  # 500/s, 200/s (the paced scenario), 100/s, 50/s
+        wait = FetchWait(base_ms=2)
+        _, waited = _embedded_broker_model(wait, gap_ms)
+        assert max(waited) <= 2.0 and wait.flowing_ms == 2, gap_ms
+    kafka = FetchWait(base_ms=500)  # Kafka answers a long poll when a record comes: it never moves
+    _embedded_broker_model(kafka, 50.0, records=50)
+    assert kafka.flowing_ms == kafka.current_ms == 500
+
+
+def test_a_burst_after_a_trickle_and_quiet_spells_wait_the_configured_wait() -> None:
+    wait = FetchWait(base_ms=2)
+    _embedded_broker_model(wait, 50.0, records=200)  # a trickle of 20/s: the wait is up
+    assert wait.flowing_ms == 6
+    # One record 5 ms after the last: a shorter gap counts at once, not by a part.
+    wait.after_fetch(behind=False, starved=False, brought=False, took_ms=4.5, asked_behind=False)
+    assert wait.after_fetch(behind=True, starved=False, brought=True, took_ms=0.5, asked_behind=False) == 2
+    # Quiet spells of a second between bursts (and a worker's start, a rebalance) are no gap.
+    for _ in range(5):
+        wait.after_fetch(behind=False, starved=False, brought=False, took_ms=1000, asked_behind=False)
+        came = wait.after_fetch(behind=True, starved=False, brought=True, took_ms=0.5, asked_behind=False)
+        assert came == 2
 
 
 def test_a_starved_wait_comes_back_to_the_configured_one_once_caught_up() -> None:
