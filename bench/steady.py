@@ -116,7 +116,9 @@ async def _one_run(
             pending.append(asyncio.ensure_future(send(rid, msg_id, payload)))
             sent_per_path[f"{PREFIX}{n % len(ids)}"] += 1
         sending_s = time.monotonic() - began
-        accepted = sum(await asyncio.gather(*pending))
+        # Every send is awaited before the sender closes, a failed one (an exception) included.
+        results = await asyncio.gather(*pending, return_exceptions=True)
+        accepted = sum(r for r in results if isinstance(r, int))
     finally:
         await close()
 
@@ -138,6 +140,7 @@ async def _one_run(
     latencies = [found[m].at + 0.0005 - sent_at[m] for m in found]  # nginx's $msec: the ms's middle
     return {
         "path": path, "rate": rate, "sent": count, "accepted": accepted, "delivered": len(found),
+        "send_errors": sum(isinstance(r, BaseException) for r in results),
         "sent_per_s": round(count / max(sending_s, 1e-3), 1),
         "cores": round(cpu / elapsed, 3), "broker_cores": round(broker_cpu / elapsed, 3),
         "cpu_ms_per_message": round(cpu / count * 1000, 3),

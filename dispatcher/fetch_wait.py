@@ -31,11 +31,15 @@ more. On Kafka the configured wait is above the idle cap, so nothing changes.
 A quiet spell's wait is never more than a quarter of the spell so far
 (`IDLE_SHARE`): the first record after a spell waits at most a quarter of it
 more, and the longer the spell, the less the broker is asked for nothing.
+Those idle polls cost the embedded broker about the same for each partition a
+fetch names, whether or not anything comes, so they were most of what it
+spent during a two-worker drain, whose source is read to its end in the first
+second. The figures are in docs/architecture.md, "Broker notes".
 
 A sparse steady flow is the same trade between polls and latency, shorter: a
 record every 20 to 100 ms never makes a quiet spell, so the configured 2 ms
 asked 8 to 40 times for each record, and at 10 messages/s the worker and the
-broker kept 0.73 to 0.75 of a core busy, mostly on those polls
+broker kept 0.72 to 0.75 of a core busy, much of it on those polls
 (docs/benchmarks.md, "Steady traffic"). So the wait while records flow is an
 eighth of the recent gap between them (`FLOW_SHARE`), never below the
 configured wait. `gap_ms` is the time between answers with records, counted
@@ -43,11 +47,11 @@ only when the records came to a consumer that had caught up (records known to
 be left, as in a drain, say nothing of the gap) and only when shorter than
 `idle_after_ms` (a quiet spell, a start or a rebalance is no gap of a flow). A
 shorter gap counts at once and a longer one by a part (`GAP_WEIGHT`), so a
-burst after a trickle waits the configured wait from its second record on. In
-the model of tests/integration/test_fetch_wait.py that is about ten polls a
-record at 20/s and at 10/s, where the fixed wait made 20 and 40, and a record
-waits at most about an eighth of the gap more; 50 records a second and more,
-bursts, and a drain keep the configured wait.
+burst after a trickle is back at the configured wait after its first few
+records. In the model of tests/integration/test_fetch_wait.py that is about
+ten polls a record at 20/s and at 10/s, where the fixed wait made 20 and 40,
+and a record waits at most about an eighth of the gap more; 50 records a
+second and more, bursts, and a drain keep the configured wait.
 """
 
 from __future__ import annotations

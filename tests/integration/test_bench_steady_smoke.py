@@ -19,7 +19,7 @@ async def test_the_steady_scenario_delivers_every_message_of_each_run(tmp_path: 
     assert [(r["path"], r["rate"]) for r in run["runs"]] == [
         (path, rate) for rate in steady.QUICK_RATES for path in steady.PATHS]
     for r in run["runs"]:
-        assert r["delivered"] == r["accepted"] == r["sent"] > 0, r
+        assert r["delivered"] == r["accepted"] == r["sent"] > 0 and r["send_errors"] == 0, r
         assert r["cpu_ms_per_message"] > 0 and r["send_to_receiver"]["n"] == r["sent"]
     assert steady.table_rows(result)[0][0] == "steady: idle worker"
 
