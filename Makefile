@@ -20,8 +20,8 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed
 
 # The tree's bytecode, written now: where PYTHONDONTWRITEBYTECODE is set (CI, containers) every
-# worker start would compile the 142 modules it imports again, 0.2-0.45 s of CPU on machine A
-# (docs/benchmarks.md); the image compiles them when it is built. Only changed files are rewritten.
+# worker start would compile the modules it imports again (what that cost: docs/benchmarks.md);
+# the image compiles them when it is built. Only changed files are rewritten.
 # The same packages as `bench.suite.precompile`.
 bytecode: install
 	$(BIN)/python -m compileall -q dispatcher web bench >/dev/null

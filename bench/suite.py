@@ -822,7 +822,7 @@ def precompile() -> None:
     """Write the tree's bytecode first, so each worker started here loads it as the image's does.
 
     Where PYTHONDONTWRITEBYTECODE is set, a worker would otherwise compile every module it imports
-    at each start (0.2-0.45 s of CPU on machine A), and the restart gaps and start-to-first-delivery
+    at each start (what that cost: docs/benchmarks.md), and the restart gaps and start-to-first-delivery
     figures would carry it; the image compiles them when it is built. A tree that cannot be written
     is left as it is (quietly: the figures then carry the compile).
     """

@@ -38,9 +38,8 @@ second. The figures are in docs/architecture.md, "Broker notes".
 
 A sparse steady flow is the same trade between polls and latency, shorter: a
 record every 20 to 100 ms never makes a quiet spell, so the configured 2 ms
-asked 8 to 40 times for each record, and at 10 messages/s the worker and the
-broker kept 0.72 to 0.75 of a core busy, much of it on those polls
-(docs/benchmarks.md, "Steady traffic"). So the wait while records flow is an
+asked 8 to 40 times for each record (what that cost a worker and the broker is
+in docs/benchmarks.md, "Steady traffic"). So the wait while records flow is an
 eighth of the recent gap between them (`FLOW_SHARE`), never below the
 configured wait. `gap_ms` is the time between answers with records, counted
 only when the records came to a consumer that had caught up (records known to
@@ -48,10 +47,10 @@ be left, as in a drain, say nothing of the gap) and only when shorter than
 `idle_after_ms` (a quiet spell, a start or a rebalance is no gap of a flow). A
 shorter gap counts at once and a longer one by a part (`GAP_WEIGHT`), so a
 burst after a trickle is back at the configured wait after its first few
-records. In the model of tests/integration/test_fetch_wait.py that is about
-ten polls a record at 20/s and at 10/s, where the fixed wait made 20 and 40,
-and a record waits at most about an eighth of the gap more; 50 records a
-second and more, bursts, and a drain keep the configured wait.
+records. In the model of tests/integration/test_fetch_wait.py that is fewer
+than half the fixed wait's polls a record at 20/s and at 10/s, and a record
+waits at most about an eighth of the gap more; 50 records a second and more,
+bursts, and a drain keep the configured wait.
 """
 
 from __future__ import annotations
