@@ -2,9 +2,12 @@
 
 An event goes to every receiver whose subscription matches its type (and
 tenant). Each copy is an ordinary message whose id is derived from the event
-id and the receiver id, so fanning the same event out twice (a replay after a
-crash, or a producer retrying) makes the same ids, and the receiver's dedup
-drops the second copies.
+id, its tenant and the receiver id, so fanning the same event out twice (a
+replay after a crash, or a producer retrying) makes the same ids, and the
+receiver's dedup drops the second copies. The tenant is in it because every
+tenant's events reach the untenanted receivers: without it, a tenant that
+published an id first would have another tenant's event of that id dropped
+there as its duplicate.
 """
 
 from __future__ import annotations
@@ -77,14 +80,18 @@ def decode_event(raw: bytes, fallback_id: str, fallback_time: float) -> Event:
     return Event(event.id, event.event_type, event.payload, event.tenant, at, note, event.ordering_key)
 
 
-def copy_id(event_id: str, receiver_id: str) -> str:
-    """The message id of `event_id`'s copy for `receiver_id`: the same every time it is derived."""
-    digest = hashlib.blake2b(f"{event_id}\0{receiver_id}".encode(), digest_size=12).hexdigest()
+def copy_id(event_id: str, receiver_id: str, tenant: str | None = None) -> str:
+    """The message id of the copy for `receiver_id` of `tenant`'s event `event_id` (None: published
+    without a tenant): the same every time it is derived, and another tenant's never."""
+    # An untenanted event keeps the derivation it had before tenants counted (its retries dedup
+    # across an upgrade); a tenant, [A-Za-z0-9_.:-], cannot contain the separator.
+    scope = "" if tenant is None else f"{tenant}\0"
+    digest = hashlib.blake2b(f"{scope}{event_id}\0{receiver_id}".encode(), digest_size=12).hexdigest()
     return f"evt_{digest}"
 
 
 def copy_for(event: Event, receiver_id: str) -> Message:
-    msg_id = copy_id(event.id, receiver_id)
+    msg_id = copy_id(event.id, receiver_id, event.tenant)
     return Message(
         msg_id, receiver_id, event.event_type, event.payload, {}, event.accepted_at, from_event=True,
         time_note=event.time_note, ordering_key=event.ordering_key,

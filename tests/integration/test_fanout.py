@@ -115,6 +115,42 @@ async def test_patterns_and_tenants_pick_the_receivers(worker: WorkerProcess, ap
         await server.stop()
 
 
+async def test_one_event_id_from_two_tenants_reaches_an_untenanted_receiver_twice(
+    worker: WorkerProcess, api: Api
+) -> None:
+    """Every tenant's events reach untenanted receivers, so an event id is the tenant's own: one a
+    tenant published first must not make another tenant's (or an untenanted) event of that id a
+    duplicate there, nor carry its payload in the other's place."""
+    server = await Receiver().start()
+    try:
+        before = await subscriptions_known(worker)
+        await api.create_receiver(url=server.url("shared"), id="tid-shared", event_types=["tid.paid"])
+        await api.create_receiver(url=server.url("acme"), id="tid-acme", event_types=["tid.paid"], tenant="acme")
+        await until_known(worker, before + 2)
+        publishers: list[str | None] = ["acme", "globex", None]
+        for tenant in publishers:
+            event: dict[str, Any] = {"event_type": "tid.paid", "payload": {"from": str(tenant)}, "id": "inv-1"}
+            if tenant:
+                event["tenant"] = tenant
+            await publish(api, **event)
+        await publish(api, event_type="tid.paid", payload={"from": "acme"}, id="inv-1", tenant="acme")  # a retry
+        await wait_until(lambda: fanned_out(worker, "inv-1") == 4, 60, "four fan-outs")
+        await publish(api, event_type="tid.paid", payload={"from": "last"}, id="inv-2")
+        await wait_until(lambda: len(first_copies(server.by_path("shared"))) == 4, 60, "every copy")
+        await wait_until(lambda: bool(server.by_path("acme")), 60, "the tenant's copy")
+
+        shared = first_copies(server.by_path("shared"))
+        assert [orjson.loads(d.body)["data"]["from"] for d in shared] == ["acme", "globex", "None", "last"]
+        assert [d.msg_id for d in shared[:3]] == [copy_id("inv-1", "tid-shared", t) for t in publishers]
+        assert [d.seq for d in shared] == [1, 2, 3, 4], "the retry took no seq"
+        # The untenanted copy keeps the id it always had; a tenant's receiver gets its tenant's only.
+        assert shared[2].msg_id == copy_id("inv-1", "tid-shared")
+        acme = first_copies(server.by_path("acme"))
+        assert [(orjson.loads(d.body)["data"]["from"], d.seq) for d in acme] == [("acme", 1)]
+    finally:
+        await server.stop()
+
+
 async def test_an_event_published_right_after_a_create_or_delete_sees_it(
     worker: WorkerProcess, broker: EmbeddedBroker, api: Api
 ) -> None:
