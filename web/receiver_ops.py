@@ -420,7 +420,9 @@ async def requeue(engine: Engine, rid: str, letters: Sequence[Mapping[str, Any]]
     records, sent, skipped = [], [], []
     for letter in letters:
         original = letter["message"]
-        if not original.get("type"):  # its backlog entry was lost: nothing to send again
+        # Its backlog entry was lost, or its data was over the dead letter's cap and only a summary
+        # was kept: nothing whole to send again (a copy without its data would read as delivered).
+        if not original.get("type") or "data_summary" in original:
             skipped.append(letter["seq"])
             continue
         msg = Message(

@@ -125,15 +125,18 @@ async def test_one_event_id_from_two_tenants_reaches_an_untenanted_receiver_twic
     try:
         before = await subscriptions_known(worker)
         await api.create_receiver(url=server.url("shared"), id="tid-shared", event_types=["tid.paid"])
-        await api.create_receiver(url=server.url("acme"), id="tid-acme", event_types=["tid.paid"], tenant="acme")
+        await api.create_receiver(url=server.url("acme"), id="tid-acme", event_types=["tid.paid"],
+                                  tenant="acme")
         await until_known(worker, before + 2)
         publishers: list[str | None] = ["acme", "globex", None]
         for tenant in publishers:
-            event: dict[str, Any] = {"event_type": "tid.paid", "payload": {"from": str(tenant)}, "id": "inv-1"}
+            event: dict[str, Any] = {"event_type": "tid.paid", "payload": {"from": str(tenant)},
+                                     "id": "inv-1"}
             if tenant:
                 event["tenant"] = tenant
             await publish(api, **event)
-        await publish(api, event_type="tid.paid", payload={"from": "acme"}, id="inv-1", tenant="acme")  # a retry
+        # acme's again (a retry): fanned out, no copy delivered
+        await publish(api, event_type="tid.paid", payload={"from": "acme"}, id="inv-1", tenant="acme")
         await wait_until(lambda: fanned_out(worker, "inv-1") == 4, 60, "four fan-outs")
         await publish(api, event_type="tid.paid", payload={"from": "last"}, id="inv-2")
         await wait_until(lambda: len(first_copies(server.by_path("shared"))) == 4, 60, "every copy")
