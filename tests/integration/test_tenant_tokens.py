@@ -247,3 +247,40 @@ async def console_shows_the_tenant_only(
         assert resp.status == 200
     async with session.get(url + "/ui/", allow_redirects=False) as resp:
         assert (resp.status, resp.headers["Location"]) == (303, "/ui/receivers"), "no cluster overview"
+
+
+async def test_a_console_tail_ends_when_its_tenant_token_is_revoked(worker: WorkerProcess, api: Api) -> None:
+    """An open live tail is a page that goes on: a session whose token is revoked must see nothing
+    more from it, as its next page would send it to the login."""
+    server = await Receiver().start()
+    token, token_id = await mint(api, "tailco")
+    tenant = Api(worker.url, token)
+    console = aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+    try:
+        rid = (await created(tenant, server.url("t"), "tailco-r"))["id"]
+        async with console.post(worker.url + "/ui/login", data={"token": token, "next": "/ui/tail"}) as resp:
+            assert resp.status == 200
+        async with console.get(worker.url + "/ui/tail/stream") as stream:
+            assert stream.content_type == "text/event-stream"
+            await tenant.send_batch([message(rid, "before")])
+            seen = b""
+            for _ in range(100):  # the attempt's line, after keep-alives perhaps
+                seen += await asyncio.wait_for(stream.content.readline(), 30)
+                if b'"msg_id":"before"' in seen:
+                    break
+            assert b'"msg_id":"before"' in seen, seen
+
+            status, _ = await api.call("DELETE", f"/v1/tokens/{token_id}")
+            assert status == 200
+            await api.send_batch([message(rid, "after")])
+            await wait_until(lambda: len(server.completed) == 2, 30, "the second delivery")
+            rest = await asyncio.wait_for(stream.content.read(), 30)  # the stream ends
+            assert b'"msg_id":"after"' not in rest, rest
+    finally:
+        await tenant.close()
+        await console.close()
+        await server.stop()
+
+
+def message(rid: str, msg_id: str) -> dict[str, Any]:
+    return {"receiver_id": rid, "event_type": "order.tail", "payload": {}, "id": msg_id}

@@ -75,6 +75,16 @@ async def test_a_tail_ends_after_its_lifetime(server: TestServer, monkeypatch: p
         assert resp.content.at_eof()
 
 
+async def test_a_tail_ends_with_its_session(server: TestServer) -> None:
+    async with ClientSession() as client:
+        short = {"Cookie": f"{COOKIE}={SessionKeys(TOKEN, 2.0).issue()}"}  # 1 to 2 s of it left
+        resp = await client.get(server.make_url("/ui/tail/stream"), headers=short)
+        assert resp.status == 200
+        # It ends when the session does, not after its keep-alive wait or its lifetime.
+        assert await asyncio.wait_for(resp.content.read(), 10) in (b"", b": keep-alive\n\n")
+        assert resp.content.at_eof()
+
+
 async def login(client: ClientSession, server: TestServer, token: str,
                 headers: dict[str, str] | None = None) -> Any:
     return await client.post(server.make_url("/ui/login"), data={"token": token, "next": "/ui/"},

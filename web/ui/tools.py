@@ -15,7 +15,7 @@ from dispatcher.domain.ids import check_id
 from dispatcher.domain.tokens import may_see
 
 from ..api import publish_event
-from .guard import Ui, see_other
+from .guard import Ui, see_other, session_principal
 
 TAIL_WAIT = 15.0  # s between keep-alive comments while nothing happens
 TAIL_LIFETIME = 3600.0  # s one stream lasts at most (the browser's EventSource reconnects by itself)
@@ -64,13 +64,14 @@ async def tail_page(ui: Ui) -> web.StreamResponse:
 
 
 async def tail_stream(ui: Ui) -> web.StreamResponse:
-    """Server-sent events: each attempt this worker logs from now on (one receiver's, if asked)."""
+    """Server-sent events: each attempt this worker logs from now on (one receiver's, if asked),
+    while the session lasts: it ends when the session expires or its tenant token is revoked."""
     only = ui.field("receiver_id")
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"})
     await response.prepare(ui.request)
     after, _ = await ui.engine.attempts_since(2**62, 0)  # from now on
     stop = ui.request.app[TAIL_STOP]
-    ends = time.monotonic() + TAIL_LIFETIME
+    ends = time.monotonic() + min(TAIL_LIFETIME, ui.session.expires - time.time())
     stopped = asyncio.ensure_future(stop.wait())
     waiting: asyncio.Future[tuple[int, list[dict[str, Any]]]] | None = None
     try:
@@ -83,6 +84,8 @@ async def tail_stream(ui: Ui) -> web.StreamResponse:
             if not waiting.done():  # shutting down
                 break
             after, found = waiting.result()
+            if await session_principal(ui.engine, ui.session) is None:  # its token revoked or expired
+                break
             lines = [f"data: {orjson.dumps(_row(a)).decode()}\n\n" for a in found
                      if (not only or a["receiver_id"] == only) and await _visible(ui, a["receiver_id"])]
             try:
