@@ -66,6 +66,8 @@ class RetryPolicy:
             return Verdict.RETRY
         if 300 <= status < 400:
             return Verdict.RETRY  # a moved endpoint may come back; the breaker limits the cost
+        if status < 200:  # an informational answer as the final one (101: it switched protocols)
+            return Verdict.RETRY  # as http1.py treats it: no answer to the request
         return Verdict.PERMANENT
 
     def delay(self, failures: int, rand: float) -> float:
@@ -82,7 +84,8 @@ class RetryPolicy:
         scheduled = self.delay(failures, rand)
         if retry_after is None:
             return scheduled
-        return min(max(retry_after, scheduled), MAX_RETRY_AFTER)
+        # The cap bounds what the receiver may ask for, never the receiver's own schedule (up to 30 days).
+        return max(min(retry_after, MAX_RETRY_AFTER), scheduled)
 
     def as_dict(self) -> dict[str, Any]:
         return {

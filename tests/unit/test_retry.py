@@ -32,6 +32,7 @@ NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC).timestamp()
         (403, Verdict.PERMANENT), (404, Verdict.PERMANENT), (413, Verdict.PERMANENT),
         (422, Verdict.PERMANENT),
         (410, Verdict.GONE),
+        (101, Verdict.RETRY), (103, Verdict.RETRY),  # no final answer: as http1.py treats it
     ],
 )
 def test_classification(status: int | None, verdict: Verdict) -> None:
@@ -128,6 +129,13 @@ def test_retry_after_is_clamped_between_schedule_and_a_day(
     retry_after: float | None, expected: float
 ) -> None:
     assert RetryPolicy(jitter=0.0).next_delay(1, 0.5, retry_after) == expected
+
+
+@pytest.mark.parametrize("retry_after", [None, 1.0, 86400.0, 10 * 86400.0])
+def test_a_retry_after_never_shortens_a_schedule_longer_than_its_cap(retry_after: float | None) -> None:
+    """The 24 h cap bounds what a receiver asks for; a receiver's own 10-day step stays 10 days."""
+    policy = RetryPolicy(schedule=(10 * 86400.0,), jitter=0.0)
+    assert policy.next_delay(1, 0.5, retry_after) == 10 * 86400.0
 
 
 @pytest.mark.parametrize("failures", [1_024, 1_025, 10_000, 10**9])
