@@ -64,6 +64,11 @@ _READ_HEADERS = frozenset({"content-encoding", "transfer-encoding"})
 _KEPT = KEPT_RESPONSE_HEADERS | _READ_HEADERS
 # Bytes before the end of a response head: every header at its cap, plus the status line.
 _HEAD_LIMIT = (MAX_RESPONSE_HEADERS + 1) * (MAX_HEADER_LINE + 2)
+# Bytes one exchange may bring, interim answers, chunk size lines and extensions included: bytes that
+# are neither head nor body (an endless chunk extension, zero padding, 103s without end) count against
+# no other cap, and would be read until the timeout. Far above what an answer within the caps sends.
+_WIRE_HEADS = 2  # heads at their limit (interim answers included)
+_WIRE_FRAMING = 16  # wire bytes per body byte kept (one-byte chunks take 6)
 _URL_CACHE_MAX = 65_536
 PoolKey = tuple[bool, str, int, bytes]  # scheme is https, host, port, the receiver's TLS settings (b"": none)
 
@@ -101,6 +106,8 @@ class _Connection(asyncio.Protocol):
         self.cap = cap
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
+        self.wire_limit = _WIRE_HEADS * _HEAD_LIMIT + _WIRE_FRAMING * cap
+        self.wire_bytes = 0  # of the current exchange
         self.closed = False
         self.idle_since = 0.0
         self.reused = False
@@ -124,6 +131,7 @@ class _Connection(asyncio.Protocol):
     def send(self, head: bytes, body: bytes) -> asyncio.Future[tuple[int, dict[str, str], bytes]]:
         assert self.transport is not None and self._waiter is None
         self._reset()
+        self.wire_bytes = 0
         self._waiter = asyncio.get_running_loop().create_future()
         if body:
             self.transport.writelines((head, body))
@@ -175,6 +183,10 @@ class _Connection(asyncio.Protocol):
                 self.close()
             return
         self.answered = True
+        self.wire_bytes += len(data)
+        if self.wire_bytes > self.wire_limit:
+            self._fail(DeliveryError(f"an answer over {self.wire_limit} bytes on the wire before its end"))
+            return
         if not self.headers_done:
             self.head_bytes += len(data)
             if self.head_bytes > _HEAD_LIMIT:

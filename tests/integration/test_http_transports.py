@@ -165,6 +165,40 @@ async def test_oversized_answer_heads_are_refused(make, serve, head: bytes) -> N
         await make().post(server.url(), {}, b"{}")
 
 
+ENDLESS = {  # an answer's start, then a piece repeated without end: bytes that are neither head nor body
+    "chunk-extension": (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1;x=", b"a" * 65536),
+    "chunk-size-zeros": (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n", b"0" * 65536),
+    "interim-answers": (b"", b"HTTP/1.1 103 Early Hints\r\nlink: </a>; rel=preload\r\n\r\n" * 1024),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ENDLESS))
+async def test_http1_cuts_off_an_answer_that_never_ends_outside_its_head_and_body(serve, attack: str) -> None:
+    """Without a cap on the wire, each of these was read until the timeout: gigabytes, a core busy."""
+    start, piece = ENDLESS[attack]
+    sent = [0]
+
+    async def endless(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: ScriptedReceiver
+    ) -> None:
+        await server.read_request(reader)
+        writer.write(start)
+        for _ in range(4096):  # bounded: up to 256 MiB, or until the client hangs up
+            writer.write(piece)
+            await writer.drain()
+            sent[0] += len(piece)
+
+    server = await serve(endless)
+    transport = Http1Transport(TargetGuard(LOOPBACK), 60.0, 2.0, CAP, 64)
+    try:
+        with pytest.raises(DeliveryError, match="on the wire"):
+            await transport.post(server.url(), {}, b"{}")
+    finally:
+        await transport.close()
+    await wait_until(lambda: server.connections == 1, 5, "the connection")
+    assert sent[0] < 8 * 2**20, "read far past the wire's cap before hanging up"
+
+
 async def test_silence_ends_in_a_timeout_and_a_closed_port_in_an_error(make, serve) -> None:
     async def silent(
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: ScriptedReceiver
