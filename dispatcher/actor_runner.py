@@ -28,7 +28,7 @@ from .domain import actor
 from .domain.actor import Command, Effect, Facts, Policy, ReceiverState
 from .domain.records import Message, Outcome
 from .domain.subscriptions import encode_subscription
-from .domain.untrusted import RAW_PREFIX, clean_text, raw_summary
+from .domain.untrusted import RAW_PREFIX, clean_text, log_token, one_line, raw_summary
 from .metrics import ReceiverBook
 from .table_writer import Fenced, WriteRefused
 from .timers import PartitionTimers
@@ -308,9 +308,10 @@ class ActorRunner:
                 record["raw_truncated"] = True
         if effect.message is not None:
             record["message"] = bounded_content(message_content(effect.message))
-        log.warning(
+        log.warning(  # a rejected record's key and detail are a producer's: escaped for the log
             "dead-lettered msg_id=%s receiver_id=%s seq=%s reason=%s %s",
-            effect.msg_id, key, effect.seq, effect.reason, record["detail"][:300],
+            log_token(effect.msg_id), log_token(key), effect.seq, effect.reason,
+            one_line(record["detail"][:300]),
         )
         self.deliverer.counts.dead_letter(effect.reason)
         await self._send_dead_letter(key, encode_letter(record))

@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from .domain.untrusted import escaped
+
 INDENT = "  "
 NULL = "-"
 EMPTY = "(none)"
@@ -49,17 +51,12 @@ def escape(text: str, one_line: bool = False) -> str:
 
     Newlines are kept unless `one_line` (a key or a table cell, where a newline would fake a line).
     """
-    return (UNSAFE_ON_ONE_LINE if one_line else UNSAFE).sub(_escaped, text)
+    return (UNSAFE_ON_ONE_LINE if one_line else UNSAFE).sub(escaped, text)
 
 
 def is_safe(text: str) -> bool:
     """Whether `text` prints as it is: no character a terminal may act on but the newline."""
     return UNSAFE.search(text) is None
-
-
-def _escaped(found: re.Match[str]) -> str:
-    code = ord(found.group())
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def as_json(answer: Any) -> str:

@@ -42,7 +42,7 @@ from .actor_runner import ActorRunner
 from .domain import actor
 from .domain.errors import InvalidInput
 from .domain.records import ReceiverControl, ReceiverUpsert, decode_command, decode_request
-from .domain.untrusted import broker_time
+from .domain.untrusted import broker_time, one_line
 from .overrides.app import DispatcherApp
 from .table_writer import WriteRefused
 from .tracing import header_traceparent
@@ -130,7 +130,8 @@ async def _reject(runner: ActorRunner, receiver_id: str, msg: Any, reason: str, 
     """Dead-letter a record that cannot be applied (a bounded summary of it), so the partition goes on."""
     if msg.topic != runner.requests_topic:
         # Written by workers only; its text may hold a receiver's secret, so only the error is logged.
-        log.error("dropping bad command %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, detail[:300])
+        log.error("dropping bad command %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset,
+                  one_line(detail[:300]))
         return
     letter = actor.DeadLetter(reason, f"kafka_{msg.partition}_{msg.offset}", None, detail)
     # A configuration record may carry secrets: its dead letter keeps only its size and digest.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeGuard
 
@@ -24,6 +25,29 @@ RAW_PREFIX = 2048  # bytes of an unreadable record a dead letter keeps
 # Producer timestamps: how far from the broker's own they may be and still count.
 MAX_FUTURE_SKEW = 300.0
 MAX_PAST = 90 * 86400.0  # the longest max_age a receiver may set
+
+
+_NOT_IN_AN_ID = re.compile(r"[^A-Za-z0-9_-]")
+# What a terminal or a log reader may take for a line's end or a change of direction: C0 (the
+# newline too), DEL, C1, the line and paragraph separators, bidi overrides and isolates.
+_NOT_ON_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def escaped(found: re.Match[str]) -> str:
+    """A matched character as the text `\\x1b` or `\\u202e`."""
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def log_token(value: str, limit: int = 256) -> str:
+    """An id from outside as one token of a log line: what a valid id may not hold is escaped
+    (`\\x20`, `\\u2028`), so a hostile key can neither start a forged line nor plant a `reason=`."""
+    return _NOT_IN_AN_ID.sub(escaped, value[:limit])
+
+
+def one_line(text: str) -> str:
+    """Free text from outside on one log line: what could break or turn the line escaped, the rest kept."""
+    return _NOT_ON_ONE_LINE.sub(escaped, text)
 
 
 def clean_text(value: object, limit: int) -> str:

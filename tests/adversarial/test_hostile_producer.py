@@ -132,3 +132,25 @@ async def test_a_compressed_poison_record_is_dead_lettered_and_the_partition_goe
     assert receiver.by_path("zip")[0].msg_id == "after-zip"
     state = await wait_until_read(lambda: api.state(rid), lambda s: s["delivered"] == 1, 30, "delivered")
     assert state["backlog"] == 0
+
+
+async def test_a_record_key_or_field_cannot_forge_a_log_line_or_field(
+    broker: EmbeddedBroker, worker: WorkerProcess, producer: AIOKafkaProducer
+) -> None:
+    """A rejected record's key and the field it named go to the log: a newline in either would start
+    a line of the producer's making, and a space a `reason=` of its own."""
+    forged = "[2026-11-29 12:00:00,000] [1] [INFO] receiver_id=rcv_payroll delivered msg_id=FORGED"
+    requests = f"{worker.app_id}.requests"
+    await producer.send_and_wait(requests, b"{}", key=f"rcv_x\n{forged} reason=planted\u2028".encode())
+    field = {"id": "m-1", "event_type": "t.x", "payload": {}, f"x\n{forged}": 1}
+    await producer.send_and_wait(requests, orjson.dumps(field), key=b"rcv_field")
+
+    def rejected() -> list[str]:
+        return [line for line in worker.log_path.read_text(errors="replace").splitlines()
+                if "dead-lettered" in line and ("rcv_x" in line or "rcv_field" in line)]
+
+    await wait_until(lambda: len(rejected()) == 2, 30, "both records dead-lettered")
+    lines = worker.log_path.read_text(errors="replace").splitlines()
+    assert not [line for line in lines if line.startswith("[2026-11-29 12:00:00,000]")], "a forged line"
+    assert all("reason=planted" not in line for line in rejected()), rejected()
+    assert any("receiver_id=rcv_x\\x0a\\x5b2026" in line for line in rejected()), rejected()

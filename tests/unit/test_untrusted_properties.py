@@ -152,3 +152,22 @@ def test_api_specs_accept_or_name_the_field(body: Any) -> None:
     _refuses_or_returns(lambda: parse_event_spec(body, lambda: "evt_1", NOW))
     _refuses_or_returns(lambda: check_headers(body, "headers"))
     _refuses_or_returns(lambda: parse_receiver_spec(body, "r1", NOW, False, lambda kind: "whsec_" + "A" * 32))
+
+
+@given(st.text())
+def test_an_outside_value_stays_one_token_or_one_line_in_a_log(text: str) -> None:
+    from dispatcher.domain.untrusted import log_token, one_line
+
+    token = log_token(text, 10_000)
+    assert all(c.isascii() and (c.isalnum() or c in "_-\\") for c in token), token
+    assert token == text or "\\x" in token or "\\u" in token
+    line = one_line(text)
+    assert not any(c in line for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"), line
+
+
+def test_log_escapes_keep_what_is_safe() -> None:
+    from dispatcher.domain.untrusted import log_token, one_line
+
+    assert log_token("rcv_01JD-x") == "rcv_01JD-x"
+    assert log_token("a b=c\n") == "a\\x20b\\x3dc\\x0a"
+    assert one_line("plain text, é and 中\tnext\u202e") == "plain text, é and 中\\x09next\\u202e"
