@@ -736,8 +736,9 @@ def build() -> dict[str, Any]:
                     "`webhook-replay-of` naming the seq it copies, so seqs stay contiguous and order holds. "
                     "`id` (optional) names the new message, so a retried call is taken once. 404 "
                     "`not_found` (field `message_id`): unknown message; 409 `not_delivered`: it is pending, "
-                    "dead-lettered (use recover or replay) or was filtered; 410 `expired`: delivered and no "
-                    "longer kept."
+                    "dead-lettered (use recover or replay) or was filtered; 409 `conflict` (field `id`): "
+                    "`id` is another message's on this receiver, not a copy's of this one; 410 `expired`: "
+                    "delivered and no longer kept."
                 ),
             ),
         },

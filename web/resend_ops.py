@@ -40,6 +40,7 @@ async def resend(request: web.Request) -> web.Response:
     state, seq = await accepted_seq(engine, request.match_info["receiver_id"], msg_id)
     rid = state.receiver_id
     entry = delivered_entry(engine, rid, seq)
+    _check_free(engine, rid, new_msg_id, seq)
     msg = Message(new_msg_id, rid, entry["type"], entry["data"], entry.get("headers") or {}, time.time(), seq,
                   ordering_key=entry.get("ordering_key") or "")
     await engine.produce_requests([(rid, encode_message_record(msg))])
@@ -56,6 +57,19 @@ def _resend_id(body: object) -> str:
         if key != "id":
             raise InvalidInput(str(key), "is not a known field")
     return new_id("msg") if body.get("id") is None else check_id(body["id"], "id")
+
+
+def _check_free(engine: Engine, rid: str, new_msg_id: str, seq: int) -> None:
+    """The id asked for the copy must be new on the receiver, or a copy of `seq` (a retried call):
+    another message's id would make the copy its duplicate, answered 202 and never sent."""
+    taken = engine.seen_seq(rid, new_msg_id, time.time())
+    if taken is None:
+        return
+    found = engine.messages_after(rid, taken - 1, 1) if taken > 0 else []
+    entry = found[0][0] if found and found[0][0].get("seq") == taken else None
+    if taken in (seq, FILTERED_SEQ) or (entry is not None and entry.get("replay_of") != seq):
+        raise InvalidInput("id", f"is already the id of seq {taken} of this receiver: give the copy a new "
+                           "one, or none", code="conflict", status=409)
 
 
 def delivered_entry(engine: Engine, rid: str, seq: int) -> Mapping[str, Any]:

@@ -60,6 +60,13 @@ async def test_resend_sends_a_delivered_message_again_at_the_next_seq(worker: Wo
                 (1, "rs-1", None), (2, again["id"], "1"), (3, "rs-1-again", "1"), (4, "rs-2", None),
             ]
             assert Webhook(made["secret"]).verify(got[1].body, got[1].headers)["data"] == {"n": 1}
+            # The copy's id must be new, or a copy's of that seq: another message's would make it that
+            # message's duplicate, answered 202 and never sent.
+            for original, taken in (("rs-1", "rs-1"), ("rs-1", "rs-2"), ("rs-2", again["id"])):
+                with pytest.raises(ApiError) as info:
+                    await api.resend(rid, original, id=taken)
+                assert (info.value.status, info.value.code, info.value.field) == (409, "conflict", "id"), taken
+            assert (await api.resend(rid, "rs-1", id="rs-1-again"))["id"] == "rs-1-again"  # applied by now
             unknown = (("nobody", "rs-1", "receiver_id"), (rid, "rs-none", "message_id"))
             for receiver_id, msg_id, field in unknown:
                 with pytest.raises(ApiError) as info:
