@@ -65,7 +65,8 @@ async def test_resend_sends_a_delivered_message_again_at_the_next_seq(worker: Wo
             for original, taken in (("rs-1", "rs-1"), ("rs-1", "rs-2"), ("rs-2", again["id"])):
                 with pytest.raises(ApiError) as info:
                     await api.resend(rid, original, id=taken)
-                assert (info.value.status, info.value.code, info.value.field) == (409, "conflict", "id"), taken
+                refused = (info.value.status, info.value.code, info.value.field)
+                assert refused == (409, "conflict", "id"), taken
             assert (await api.resend(rid, "rs-1", id="rs-1-again"))["id"] == "rs-1-again"  # applied by now
             unknown = (("nobody", "rs-1", "receiver_id"), (rid, "rs-none", "message_id"))
             for receiver_id, msg_id, field in unknown:
