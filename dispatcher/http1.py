@@ -227,7 +227,7 @@ class _Connection(asyncio.Protocol):
         if len(name) + len(value) + 2 > MAX_HEADER_LINE:
             raise DeliveryError(f"a response header line over {MAX_HEADER_LINE} bytes")
         lowered = name.decode("latin-1").lower()
-        if lowered in _KEPT:
+        if lowered in _KEPT and not self.headers_done:  # a chunked body's trailers: not kept, as by aiohttp
             text = value.decode("latin-1")
             if lowered in LIST_HEADERS and lowered in self.headers:  # repeats make one list
                 text = f"{self.headers[lowered]}, {text}"[:MAX_HEADER_VALUE]

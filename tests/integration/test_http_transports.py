@@ -199,6 +199,17 @@ async def test_http1_cuts_off_an_answer_that_never_ends_outside_its_head_and_bod
     assert sent[0] < 8 * 2**20, "read far past the wire's cap before hanging up"
 
 
+async def test_trailers_of_a_chunked_answer_are_not_taken_for_its_headers(make, serve) -> None:
+    """Both clients alike: what steers delivery (retry-after, the control header) comes in the head."""
+    server = await serve(answering(
+        b"HTTP/1.1 503 Busy\r\ntransfer-encoding: chunked\r\nretry-after: 5\r\n\r\n"
+        b"2\r\nno\r\n0\r\nretry-after: 86400\r\nwebhook-delivery-control: disable\r\n\r\n"
+    ))
+    resp = await make().post(server.url(), {}, b"{}")
+    assert (resp.status, resp.body_prefix) == (503, b"no")
+    assert resp.headers.get("retry-after") == "5" and "webhook-delivery-control" not in resp.headers
+
+
 async def test_silence_ends_in_a_timeout_and_a_closed_port_in_an_error(make, serve) -> None:
     async def silent(
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: ScriptedReceiver
