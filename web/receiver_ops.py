@@ -472,10 +472,10 @@ def _int_param(request: web.Request, name: str, default: int, low: int, high: in
     raw = request.query.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInput(name, f"must be an integer {low}..{high}") from None
+    # ASCII digits only: int() also takes "1_000", " 12 " and other scripts' digits ("١٢")
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 20):
+        raise InvalidInput(name, f"must be an integer {low}..{high}")
+    value = int(raw)
     if not low <= value <= high:
         raise InvalidInput(name, f"must be an integer {low}..{high}")
     return value

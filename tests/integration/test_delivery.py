@@ -119,6 +119,18 @@ async def test_api_rejects_bad_input_naming_the_field(api: Api, receiver: Receiv
     assert [d.msg_id for d in receiver.deliveries] == ["only"]
 
 
+async def test_query_numbers_take_ascii_digits_only(api: Api, receiver: Receiver) -> None:
+    """int() takes "1_000", " 12 " and "١٢" (Arabic-Indic digits): a query number must be plain digits."""
+    rid = (await api.create_receiver(receiver.url("q")))["id"]
+    for path in (f"/v1/receivers/{rid}/events?after_seq=", f"/v1/receivers/{rid}/dead-letters?limit=",
+                 "/v1/receivers?limit="):
+        field = path.rsplit("?", 1)[1].rstrip("=")
+        for bad in ("١٢", "1_0", "%2012", "-1", "1e2", "99999999999999999999999"):
+            status, answer = await api.call("GET", path + bad)
+            assert (status, answer["error"]["field"]) == (422, field), (path, bad, answer)
+        assert (await api.call("GET", path + "12"))[0] == 200, path
+
+
 async def test_last_response_tells_a_receiver_without_attempts_from_an_unknown_one(
     api: Api, receiver: Receiver
 ) -> None:
