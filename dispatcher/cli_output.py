@@ -27,7 +27,8 @@ EMPTY = "(none)"
 
 # What a terminal may act on: C0 (but the newline), DEL, C1, the bidi embeddings, overrides and isolates.
 UNSAFE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-UNSAFE_ON_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # a key, a cell
+# A key or a table cell: the newline too, and the line and paragraph separators.
+UNSAFE_ON_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 UNSAFE_IN_JSON = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # orjson escapes C0 itself
 
 

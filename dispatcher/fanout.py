@@ -27,7 +27,7 @@ from .domain.errors import InvalidInput
 from .domain.events import Event, copy_for, decode_event
 from .domain.filters import document as filter_document
 from .domain.records import encode_message_record
-from .domain.untrusted import broker_time, clean_text, raw_summary
+from .domain.untrusted import broker_time, clean_text, log_token, one_line, raw_summary
 from .subscription_feed import SubscriptionFeed
 from .tracing import Tracing, header_traceparent
 
@@ -107,13 +107,15 @@ class FanOut:
 
     async def _reject(self, event_id: str, raw: bytes, reason: str, detail: str) -> None:
         """Dead-letter an event (keyed by its id) with a bounded summary of its bytes."""
-        log.error("event_id=%s not fanned out (%s): %s", event_id, reason, detail[:300])
+        # The id may be the record's key, the detail a field it named: a producer's, escaped for the log.
+        log.error("event_id=%s not fanned out (%s): %s", log_token(event_id), reason, one_line(detail[:300]))
         summary = raw_summary(raw)
         record = {"event_id": event_id, "reason": reason, "detail": clean_text(detail, 2000),
                   "at": time.time(), "raw": summary["prefix"], "raw_size": summary["size"],
                   "raw_sha256": summary["sha256"]}
         letter = orjson.dumps(record)
-        await _retrying(lambda: self.dead_letter(event_id, letter), f"dead letter of event_id={event_id}")
+        await _retrying(lambda: self.dead_letter(event_id, letter),
+                        f"dead letter of event_id={log_token(event_id)}")
 
 
 async def _produce_retrying(event: Event, receivers: list[str], produce: Produce) -> None:

@@ -29,8 +29,9 @@ MAX_PAST = 90 * 86400.0  # the longest max_age a receiver may set
 
 _NOT_IN_AN_ID = re.compile(r"[^A-Za-z0-9_-]")
 # What a terminal or a log reader may take for a line's end or a change of direction: C0 (the
-# newline too), DEL, C1, the line and paragraph separators, bidi overrides and isolates.
-_NOT_ON_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# newline too), DEL, C1, the line and paragraph separators, bidi overrides and isolates; and `=`,
+# which would let the text plant a `seq=` or `status=` of its own in the JSON log's fields.
+_NOT_ON_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069=]")
 
 
 def escaped(found: re.Match[str]) -> str:
@@ -46,7 +47,8 @@ def log_token(value: str, limit: int = 256) -> str:
 
 
 def one_line(text: str) -> str:
-    """Free text from outside on one log line: what could break or turn the line escaped, the rest kept."""
+    """Free text from outside on one log line: what could break or turn the line, or plant a field,
+    escaped; the rest kept."""
     return _NOT_ON_ONE_LINE.sub(escaped, text)
 
 

@@ -142,15 +142,20 @@ async def test_a_record_key_or_field_cannot_forge_a_log_line_or_field(
     forged = "[2026-11-29 12:00:00,000] [1] [INFO] receiver_id=rcv_payroll delivered msg_id=FORGED"
     requests = f"{worker.app_id}.requests"
     await producer.send_and_wait(requests, b"{}", key=f"rcv_x\n{forged} reason=planted\u2028".encode())
-    field = {"id": "m-1", "event_type": "t.x", "payload": {}, f"x\n{forged}": 1}
-    await producer.send_and_wait(requests, orjson.dumps(field), key=b"rcv_field")
+    # A header name is refused with the name in the error: the detail carries the producer's text.
+    named = {"id": "m-1", "event_type": "t.x", "payload": {}, "headers": {f"x\n{forged} seq=7": "v"}}
+    await producer.send_and_wait(requests, orjson.dumps(named), key=b"rcv_field")
+    event = {"event_type": "a.b", "payload": 1, f"x\n{forged}": 1}  # an unknown field, named
+    await producer.send_and_wait(f"{worker.app_id}.events", orjson.dumps(event), key=b"evt-forge")
 
     def rejected() -> list[str]:
         return [line for line in worker.log_path.read_text(errors="replace").splitlines()
-                if "dead-lettered" in line and ("rcv_x" in line or "rcv_field" in line)]
+                if ("dead-lettered" in line and ("rcv_x" in line or "rcv_field" in line))
+                or ("not fanned out" in line and "x\\x0a[2026-11-29" in line)]
 
-    await wait_until(lambda: len(rejected()) == 2, 30, "both records dead-lettered")
+    await wait_until(lambda: len(rejected()) == 3, 30, "the three records dead-lettered")
     lines = worker.log_path.read_text(errors="replace").splitlines()
     assert not [line for line in lines if line.startswith("[2026-11-29 12:00:00,000]")], "a forged line"
-    assert all("reason=planted" not in line for line in rejected()), rejected()
+    assert all("reason=planted" not in line and "seq=7" not in line for line in rejected()), rejected()
     assert any("receiver_id=rcv_x\\x0a\\x5b2026" in line for line in rejected()), rejected()
+    assert any("headers.x\\x0a[2026-11-29" in line for line in rejected()), rejected()

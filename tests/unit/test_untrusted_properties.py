@@ -171,3 +171,4 @@ def test_log_escapes_keep_what_is_safe() -> None:
     assert log_token("rcv_01JD-x") == "rcv_01JD-x"
     assert log_token("a b=c\n") == "a\\x20b\\x3dc\\x0a"
     assert one_line("plain text, é and 中\tnext\u202e") == "plain text, é and 中\\x09next\\u202e"
+    assert one_line("x seq=7") == "x seq\\x3d7"  # no field of its own in the JSON log
