@@ -21,7 +21,15 @@ from dispatcher.domain.recover import RecoverRequest, parse_recover, recover_pag
 
 from .api import _json, read_json
 from .engine import ENGINE, Engine
-from .receiver_ops import FILTERED_SEQ, MAX_LIST, MAX_REPLAY, accepted_seq, receiver_here, requeue
+from .receiver_ops import (
+    APPLIED_WAIT,
+    FILTERED_SEQ,
+    MAX_LIST,
+    MAX_REPLAY,
+    accepted_seq,
+    receiver_here,
+    requeue,
+)
 from .routing import owner_routed
 
 MAX_SCAN = 10 * MAX_LIST  # dead letters one recover call reads at most, matching or not
@@ -40,7 +48,8 @@ async def resend(request: web.Request) -> web.Response:
     state, seq = await accepted_seq(engine, request.match_info["receiver_id"], msg_id)
     rid = state.receiver_id
     entry = delivered_entry(engine, rid, seq)
-    _check_free(engine, rid, new_msg_id, seq)
+    if new_msg_id_given(body):
+        await _check_free(engine, rid, new_msg_id, seq)
     msg = Message(new_msg_id, rid, entry["type"], entry["data"], entry.get("headers") or {}, time.time(), seq,
                   ordering_key=entry.get("ordering_key") or "")
     await engine.produce_requests([(rid, encode_message_record(msg))])
@@ -59,15 +68,26 @@ def _resend_id(body: object) -> str:
     return new_id("msg") if body.get("id") is None else check_id(body["id"], "id")
 
 
-def _check_free(engine: Engine, rid: str, new_msg_id: str, seq: int) -> None:
-    """The id asked for the copy must be new on the receiver, or a copy of `seq` (a retried call):
-    another message's id would make the copy its duplicate, answered 202 and never sent."""
+def new_msg_id_given(body: object) -> bool:
+    return isinstance(body, dict) and body.get("id") is not None
+
+
+async def _check_free(engine: Engine, rid: str, new_msg_id: str, seq: int) -> None:
+    """The id asked for the copy must be new on the receiver, or a kept copy's of `seq` (a retried
+    call): another message's id would make the copy its duplicate, answered 202 and never sent.
+
+    Checked once every message accepted before the call is applied (a send of that id just before
+    counts). Two calls at once with one id for copies of different messages can still race: the
+    second is then its duplicate, as two sends of one id are."""
+    if not await engine.requests_applied(rid, wait=APPLIED_WAIT):
+        raise InvalidInput("id", "this receiver's owner has not applied its latest messages yet "
+                           "(it is behind, or moving); retry", code="unavailable", status=503)
     taken = engine.seen_seq(rid, new_msg_id, time.time())
     if taken is None:
         return
     found = engine.messages_after(rid, taken - 1, 1) if taken > 0 else []
     entry = found[0][0] if found and found[0][0].get("seq") == taken else None
-    if taken in (seq, FILTERED_SEQ) or (entry is not None and entry.get("replay_of") != seq):
+    if entry is None or entry.get("replay_of") != seq:  # another message's, or one no longer kept
         raise InvalidInput("id", f"is already the id of seq {taken} of this receiver: give the copy a new "
                            "one, or none", code="conflict", status=409)
 

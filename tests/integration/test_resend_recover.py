@@ -67,7 +67,11 @@ async def test_resend_sends_a_delivered_message_again_at_the_next_seq(worker: Wo
                     await api.resend(rid, original, id=taken)
                 refused = (info.value.status, info.value.code, info.value.field)
                 assert refused == (409, "conflict", "id"), taken
-            assert (await api.resend(rid, "rs-1", id="rs-1-again"))["id"] == "rs-1-again"  # applied by now
+            assert (await api.resend(rid, "rs-1", id="rs-1-again"))["id"] == "rs-1-again"  # a retried call
+            await api.send_message(rid, "t.resend", {"n": 3}, id="rs-3")  # accepted, perhaps not applied yet
+            with pytest.raises(ApiError) as info:
+                await api.resend(rid, "rs-1", id="rs-3")
+            assert (info.value.status, info.value.code, info.value.field) == (409, "conflict", "id")
             unknown = (("nobody", "rs-1", "receiver_id"), (rid, "rs-none", "message_id"))
             for receiver_id, msg_id, field in unknown:
                 with pytest.raises(ApiError) as info:

@@ -33,6 +33,11 @@ def test_bad_records_name_the_field(raw: bytes, field: str) -> None:
 def test_copy_ids_are_stable_per_event_and_receiver() -> None:
     assert copy_id("e1", "r1") == copy_id("e1", "r1")
     assert len({copy_id("e1", "r1"), copy_id("e1", "r2"), copy_id("e2", "r1")}) == 3
+    # An untenanted event's copies keep the ids of every earlier version (a retry across an upgrade
+    # is still a duplicate); a tenant's are its own.
+    assert copy_id("e1", "r1") == "evt_ddfd4ebb15156ad4d6ad1563"
+    assert len({copy_id("e1", "r1"), copy_id("e1", "r1", "acme"), copy_id("e1", "r1", "globex")}) == 3
+    assert copy_for(Event("e1", "a.b", 1, "acme"), "r1").id == copy_id("e1", "r1", "acme")
     event = parse_event_spec({"event_type": "a.b", "payload": {"x": 1}}, lambda: "evt_1", 7.0)
     msg = copy_for(event, "r9")
     assert (msg.id, msg.receiver_id, msg.event_type, msg.payload, msg.accepted_at) == (
