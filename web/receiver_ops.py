@@ -419,10 +419,8 @@ async def requeue(engine: Engine, rid: str, letters: Sequence[Mapping[str, Any]]
     now = time.time()
     records, sent, skipped = [], [], []
     for letter in letters:
-        original = letter["message"]
-        # Its backlog entry was lost, or its data was over the dead letter's cap and only a summary
-        # was kept: nothing whole to send again (a copy without its data would read as delivered).
-        if not original.get("type") or "data_summary" in original:
+        original = _whole(engine, rid, letter)
+        if original is None:  # nothing whole to send again (a copy without its data would read as delivered)
             skipped.append(letter["seq"])
             continue
         msg = Message(
@@ -433,6 +431,19 @@ async def requeue(engine: Engine, rid: str, letters: Sequence[Mapping[str, Any]]
         sent.append({"replay_of": letter["seq"], "original_id": letter["msg_id"], "id": msg.id})
     await engine.produce_requests(records)
     return {"messages": sent, "skipped_seqs": skipped}
+
+
+def _whole(engine: Engine, rid: str, letter: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The letter's message whole: as the letter keeps it, or, where the letter kept only a summary
+    of data over its cap (512 KiB), the receiver's own copy while it is kept (`DISPATCHER_RETAIN_SECONDS`).
+    None: its backlog entry was lost, or the data is no longer kept anywhere."""
+    original = letter["message"]
+    if not original.get("type"):
+        return None
+    if "data_summary" not in original:
+        return original
+    kept = engine.backlog_entry(rid, letter["seq"])
+    return kept if kept is not None and kept.get("id") == letter["msg_id"] and "data" in kept else None
 
 
 def _replay_filter(body: object) -> tuple[Callable[[dict[str, Any]], bool], int]:

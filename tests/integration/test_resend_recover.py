@@ -14,8 +14,10 @@ import orjson
 import pytest
 from standardwebhooks import Webhook
 
+from dispatcher.broker import EmbeddedBroker
 from dispatcher.client import ApiError, DispatcherClient
 from tests.harness import TOKEN, Delivery, Receiver, WorkerProcess, wait_until
+from tests.integration.test_retries import produce_big
 
 pytestmark = pytest.mark.integration
 
@@ -134,11 +136,18 @@ async def wait_until_dead(api: DispatcherClient, rid: str, count: int) -> None:
     raise AssertionError(f"never {count} dead letters")
 
 
-async def test_a_message_no_longer_kept_is_gone(make_module_worker: Callable[..., WorkerProcess]) -> None:
-    """With DISPATCHER_RETAIN_SECONDS=0 a delivered message is not kept: resend answers 410."""
+async def test_a_message_no_longer_kept_is_gone(
+    make_module_worker: Callable[..., WorkerProcess], broker: EmbeddedBroker
+) -> None:
+    """With DISPATCHER_RETAIN_SECONDS=0 a delivered message is not kept: resend answers 410; and a
+    dead letter that kept only a summary of its data is skipped by replay, not sent without it."""
     forgetful = make_module_worker(DISPATCHER_RETAIN_SECONDS="0")
     await forgetful.wait_ready()
-    server = await Receiver().start()
+
+    async def behaviour(path: str, d: Delivery) -> int:
+        return 400 if path.startswith("big") else 200
+
+    server = await Receiver(behaviour).start()
     try:
         async with DispatcherClient(forgetful.url, TOKEN) as api:
             rid = (await api.create_receiver(server.url("gone")))["id"]
@@ -148,5 +157,13 @@ async def test_a_message_no_longer_kept_is_gone(make_module_worker: Callable[...
                 await api.resend(rid, "gone-1")
             assert (info.value.status, info.value.code, info.value.field) == (410, "expired", "message_id")
             assert "DISPATCHER_RETAIN_SECONDS=0" in info.value.message
+
+            big = (await api.create_receiver(server.url("big")))["id"]
+            await produce_big(broker, forgetful, big)
+            await api.send_message(big, "t.small", {"n": 1}, id="small-1")
+            await wait_until_dead(api, big, 2)
+            replayed = await api.replay(big)
+            assert replayed["skipped_seqs"] == [1], replayed
+            assert [m["original_id"] for m in replayed["messages"]] == ["small-1"]
     finally:
         await server.stop()

@@ -172,47 +172,51 @@ async def test_max_age_dead_letters_with_a_seq_gap_and_replay_delivers_them(api:
         await recv.stop()
 
 
-async def test_a_dead_letter_kept_without_its_data_is_skipped_by_replay_and_recover(
+async def test_a_dead_letter_kept_without_its_data_is_sent_again_whole_from_the_kept_copy(
     api: Api, worker: WorkerProcess, broker: EmbeddedBroker
 ) -> None:
-    """A direct producer's message over the dead letter's cap keeps a summary of its data only: sent
-    again, it would reach the receiver without its data and read as delivered. It is skipped."""
+    """A direct producer's message over the dead letter's cap keeps a summary of its data only; replay
+    and recover send it again whole from the receiver's kept copy (DISPATCHER_RETAIN_SECONDS), never
+    without its data (test_resend_recover.py: once no copy is kept, it is skipped)."""
     refused = {"on": True}
 
     async def behaviour(path: str, d: Delivery) -> int:
         return 400 if refused["on"] else 200
 
     recv = await Receiver(behaviour).start()
+    try:
+        rid = (await api.create_receiver(recv.url("big")))["id"]
+        blob = await produce_big(broker, worker, rid)
+        await api.eventually_state(rid, lambda s: s["dead_lettered"] == 1, 30, "the dead letter")
+        status, body = await api.call("GET", f"/v1/receivers/{rid}/dead-letters")
+        letter = body["dead_letters"][0]["message"]
+        assert (letter["data"], letter["data_summary"]["size"]) == (None, len(orjson.dumps({"blob": blob})))
+
+        refused["on"] = False
+        status, body = await api.call("POST", f"/v1/receivers/{rid}/replay", {})
+        assert status == 202 and body["skipped_seqs"] == [], body
+        status, again = await api.call("POST", f"/v1/receivers/{rid}/recover", {"since": 0})
+        assert status == 202 and [m["replay_of"] for m in again["messages"]] == [1], again
+        await wait_until(lambda: len(first_copies(recv.completed)) == 3, 30, "both copies of seq 1")
+        copies = first_copies(recv.completed)[1:]
+        assert [(d.headers["webhook-replay-of"], orjson.loads(d.body)["data"]) for d in copies] == [
+            ("1", {"blob": blob}), ("1", {"blob": blob})]
+    finally:
+        await recv.stop()
+
+
+async def produce_big(broker: EmbeddedBroker, worker: WorkerProcess, rid: str) -> str:
+    """A message over the dead letter's cap, straight to Kafka (the API caps payloads well below it)."""
     producer = AIOKafkaProducer(bootstrap_servers=broker.url.removeprefix("kafka://"), acks="all",
                                 max_request_size=2 * MAX_DEAD_LETTER_CONTENT)
     await producer.start()
     try:
-        rid = (await api.create_receiver(recv.url("big")))["id"]
         blob = "B" * (MAX_DEAD_LETTER_CONTENT + 1000)
         big = {"id": "big-1", "event_type": "t.big", "payload": {"blob": blob}}
         await producer.send_and_wait(f"{worker.app_id}.requests", orjson.dumps(big), key=rid.encode())
-        small = {"receiver_id": rid, "event_type": "t.small", "payload": {"n": 1}, "id": "small-1"}
-        await api.send_batch([small])
-        await api.eventually_state(rid, lambda s: s["dead_lettered"] == 2, 30, "2 dead letters")
-        status, body = await api.call("GET", f"/v1/receivers/{rid}/dead-letters")
-        kept = [(x["seq"], x["message"]["data"], "data_summary" in x["message"])
-                for x in body["dead_letters"]]
-        assert kept == [(1, None, True), (2, {"n": 1}, False)]
-
-        refused["on"] = False
-        status, body = await api.call("POST", f"/v1/receivers/{rid}/replay", {})
-        assert status == 202 and body["skipped_seqs"] == [1], body
-        assert [(m["replay_of"], m["original_id"]) for m in body["messages"]] == [(2, "small-1")]
-        status, again = await api.call("POST", f"/v1/receivers/{rid}/recover", {"since": 0})
-        assert status == 202 and again["skipped_seqs"] == [1], again
-        assert [m["replay_of"] for m in again["messages"]] == [2]
-        await wait_until(lambda: len(first_copies(recv.completed)) == 4, 30, "both copies of seq 2")
-        copies = first_copies(recv.completed)[2:]
-        sent = [(d.headers["webhook-replay-of"], orjson.loads(d.body)["data"]) for d in copies]
-        assert sent == [("2", {"n": 1}), ("2", {"n": 1})]
     finally:
         await producer.stop()
-        await recv.stop()
+    return blob
 
 
 async def test_pause_holds_and_resume_delivers(api: Api, receiver: Receiver) -> None:
