@@ -64,11 +64,12 @@ _READ_HEADERS = frozenset({"content-encoding", "transfer-encoding"})
 _KEPT = KEPT_RESPONSE_HEADERS | _READ_HEADERS
 # Bytes before the end of a response head: every header at its cap, plus the status line.
 _HEAD_LIMIT = (MAX_RESPONSE_HEADERS + 1) * (MAX_HEADER_LINE + 2)
-# Bytes one exchange may bring, interim answers, chunk size lines and extensions included: bytes that
-# are neither head nor body (an endless chunk extension, zero padding, 103s without end) count against
-# no other cap, and would be read until the timeout. Far above what an answer within the caps sends.
-_WIRE_HEADS = 2  # heads at their limit (interim answers included)
-_WIRE_FRAMING = 16  # wire bytes per body byte kept (one-byte chunks take 6)
+# Bytes of one exchange that are not its body: bytes that are neither head nor body (an endless
+# chunk extension, zero padding, 103s without end) count against no other cap, and would be read
+# until the timeout. Two heads at their limit (an interim answer's and the final one's), and 1 MiB
+# for chunk framing and the body bytes of a read not yet parsed: a 64 KiB body in one-byte chunks
+# takes 384 KiB of framing.
+_NON_BODY_LIMIT = 2 * _HEAD_LIMIT + (1 << 20)
 _URL_CACHE_MAX = 65_536
 PoolKey = tuple[bool, str, int, bytes]  # scheme is https, host, port, the receiver's TLS settings (b"": none)
 
@@ -106,7 +107,6 @@ class _Connection(asyncio.Protocol):
         self.cap = cap
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
-        self.wire_limit = _WIRE_HEADS * _HEAD_LIMIT + _WIRE_FRAMING * cap
         self.wire_bytes = 0  # of the current exchange
         self.closed = False
         self.idle_since = 0.0
@@ -184,8 +184,8 @@ class _Connection(asyncio.Protocol):
             return
         self.answered = True
         self.wire_bytes += len(data)
-        if self.wire_bytes > self.wire_limit:
-            self._fail(DeliveryError(f"an answer over {self.wire_limit} bytes on the wire before its end"))
+        if self.wire_bytes - len(self.body) > _NON_BODY_LIMIT:
+            self._fail(DeliveryError(f"an answer over {_NON_BODY_LIMIT} bytes on the wire besides its body"))
             return
         if not self.headers_done:
             self.head_bytes += len(data)

@@ -210,6 +210,21 @@ async def test_trailers_of_a_chunked_answer_are_not_taken_for_its_headers(make, 
     assert resp.headers.get("retry-after") == "5" and "webhook-delivery-control" not in resp.headers
 
 
+async def test_http1_reads_a_whole_answer_at_the_head_limit_in_one_byte_chunks(serve) -> None:
+    """The cap on what is neither head nor body leaves room for any answer within the other caps."""
+    cap = 64 * 1024
+    head = b"".join(b"x-h%d: %s\r\n" % (i, b"v" * 8000) for i in range(60))
+    body = b"".join(b"1\r\n%c\r\n" % (97 + i % 26) for i in range(cap)) + b"0\r\n\r\n"
+    answer = b"HTTP/1.1 200 OK\r\n" + head + b"transfer-encoding: chunked\r\n\r\n" + body
+    server = await serve(answering(answer))
+    transport = Http1Transport(TargetGuard(LOOPBACK), 30.0, 2.0, cap, 64)
+    try:
+        resp = await transport.post(server.url(), {}, b"{}")
+    finally:
+        await transport.close()
+    assert (resp.status, resp.body_prefix) == (200, bytes(97 + i % 26 for i in range(cap)))
+
+
 async def test_silence_ends_in_a_timeout_and_a_closed_port_in_an_error(make, serve) -> None:
     async def silent(
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: ScriptedReceiver
