@@ -160,7 +160,7 @@ async def test_a_long_search_yields_between_pages(
     assert all(b > a for a, b in itertools.pairwise(ticks))  # other tasks ran between pages
 
 
-@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e300", "1.5", "-1", "x", "9" * 400])
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e300", "1.5", "-1", "x", "9" * 400, "1_0", "١٢"])
 async def test_a_bad_number_is_a_400_naming_its_field(
     server: TestServer, messages: list[tuple[int, int]], value: str,
 ) -> None:

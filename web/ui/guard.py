@@ -68,6 +68,8 @@ MAX_INT = 2**62  # above any seq or count the console handles
 def number_field(text: str, field: str, *, integer: bool = False, maximum: float = MAX_INT) -> float:
     """Every numeric form or query field of the console: a finite number from 0 to `maximum` (a whole
     one if `integer`), or a 400 naming the field (never `inf`/`nan` reaching `int()`)."""
+    if not text.isascii() or "_" in text:  # float() takes "1_0" and other scripts' digits ("١٢")
+        raise InvalidInput(field, "must be a number", status=400)
     try:
         value = float(text)
     except (ValueError, OverflowError):
