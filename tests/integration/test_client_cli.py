@@ -48,7 +48,7 @@ async def test_client_covers_a_receivers_life(worker: WorkerProcess) -> None:
             published = await api.publish_event("client.made", {"n": 2}, tenant="acme", id="ev-1")
             assert published["receivers"] >= 1
             await wait_until(lambda: len(server.completed) == 2, 30, "message and event copy")
-            assert server.completed[1].msg_id == copy_id("ev-1", "client-r")
+            assert server.completed[1].msg_id == copy_id("ev-1", "client-r", "acme")  # a tenant's event
             listed = await api.list_receivers(tenant="acme", event_type="client.any")
             assert [r["id"] for r in listed["receivers"]] == ["client-r"] and listed["next_cursor"] is None
             found = await api.list_receivers(search="client-r", limit=1000)
