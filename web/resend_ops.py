@@ -48,7 +48,7 @@ async def resend(request: web.Request) -> web.Response:
     state, seq = await accepted_seq(engine, request.match_info["receiver_id"], msg_id)
     rid = state.receiver_id
     entry = delivered_entry(engine, rid, seq)
-    if new_msg_id_given(body):
+    if _id_given(body):
         await _check_free(engine, rid, new_msg_id, seq)
     msg = Message(new_msg_id, rid, entry["type"], entry["data"], entry.get("headers") or {}, time.time(), seq,
                   ordering_key=entry.get("ordering_key") or "")
@@ -68,7 +68,7 @@ def _resend_id(body: object) -> str:
     return new_id("msg") if body.get("id") is None else check_id(body["id"], "id")
 
 
-def new_msg_id_given(body: object) -> bool:
+def _id_given(body: object) -> bool:
     return isinstance(body, dict) and body.get("id") is not None
 
 
