@@ -85,8 +85,7 @@ async def _check_free(engine: Engine, rid: str, new_msg_id: str, seq: int) -> No
     taken = engine.seen_seq(rid, new_msg_id, time.time())
     if taken is None:
         return
-    found = engine.messages_after(rid, taken - 1, 1) if taken > 0 else []
-    entry = found[0][0] if found and found[0][0].get("seq") == taken else None
+    entry = engine.backlog_entry(rid, taken) if taken > 0 else None
     if entry is None or entry.get("replay_of") != seq:  # another message's, or one no longer kept
         raise InvalidInput("id", f"is already the id of seq {taken} of this receiver: give the copy a new "
                            "one, or none", code="conflict", status=409)
