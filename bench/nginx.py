@@ -141,20 +141,30 @@ class NginxReceiver:
         if self.tls_chain and self.client_ca:
             tls += f"        ssl_client_certificate {self.client_ca};\n        ssl_verify_client optional;\n"
         conf.write_text(CONFIG.format(prefix=self.prefix, listens=listens, tls=tls))
-        self._process = subprocess.Popen(
-            [str(binary), "-p", str(self.prefix), "-c", str(conf)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-        )
+        # Errors found before the error log is open (the configuration's) go to stderr.
+        with (self.prefix / "stderr.log").open("wb") as stderr:
+            self._process = subprocess.Popen(
+                [str(binary), "-p", str(self.prefix), "-c", str(conf)],
+                stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # bounded: listening within 10 s or fail
             if self._process.poll() is not None:
-                raise RuntimeError(f"nginx exited; see {self.prefix / 'error.log'}")
+                raise RuntimeError(f"nginx exited: {self._error_log_tail()}")
             with contextlib.suppress(OSError):
                 for host, port in self.origins:
                     socket.create_connection((host, port), 0.2).close()
                 return self
             time.sleep(0.05)
         raise TimeoutError("nginx did not listen within 10 s")
+
+    def _error_log_tail(self) -> str:
+        """The last lines nginx wrote to stderr and its error log (why it would not start)."""
+        lines: list[str] = []
+        for log in (self.prefix / "stderr.log", self.prefix / "error.log"):
+            with contextlib.suppress(OSError):
+                lines += log.read_text(errors="replace").splitlines()[-5:]
+        return " | ".join(lines) or f"nothing in {self.prefix / 'error.log'}"
 
     def stop(self) -> None:
         if self._process is not None and self._process.poll() is None:

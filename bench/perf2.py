@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import trustme
 
-from dispatcher.broker import free_port
+from dispatcher.broker import free_port, free_ports
 from dispatcher.domain.ids import new_id
 from dispatcher.domain.records import Message, encode_message_record
 from dispatcher.partitioning import partitioner
@@ -100,8 +100,8 @@ async def tls(bench: Bench) -> dict[str, Any]:
 
 def loopback_origins(addresses: int, ports_each: int) -> list[tuple[str, int]]:
     """`addresses` x `ports_each` free (address, port) pairs on 127.0.1.0/24."""
-    return [(host, free_port(host)) for host in (f"127.0.1.{a + 1}" for a in range(addresses))
-            for _ in range(ports_each)]
+    return [(host, port) for host in (f"127.0.1.{a + 1}" for a in range(addresses))
+            for port in free_ports(ports_each, host)]
 
 
 async def hosts(bench: Bench) -> dict[str, Any]:

@@ -50,7 +50,7 @@ import aiohttp
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from dispatcher.broker import EmbeddedBroker, free_port
+from dispatcher.broker import EmbeddedBroker, free_ports
 from dispatcher.domain.ids import new_id
 from dispatcher.domain.records import Message, ReceiverConfig, encode_message_record, encode_upsert_record
 from dispatcher.partitioning import partitioner
@@ -176,8 +176,9 @@ class Bench:
         self.args = args
         self.sizes = sizes
         self.tmp = Path(tempfile.mkdtemp(prefix="bench-"))
-        self.broker = EmbeddedBroker(free_port())
-        self.nginx = NginxReceiver(self.tmp / "nginx", free_port())
+        broker_port, nginx_port = free_ports(2)
+        self.broker = EmbeddedBroker(broker_port)
+        self.nginx = NginxReceiver(self.tmp / "nginx", nginx_port)
         self.processes: list[WorkerProcess] = []
         self.workers: int = args.workers  # in the drain's consumer group
         self.app_id = ""

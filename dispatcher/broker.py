@@ -36,9 +36,22 @@ class BrokerError(RuntimeError):
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1, host)[0]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct free ports on `host`.
+
+    Each is held until all are chosen: a port let go at once may be handed out again by the
+    next bind to port 0 (about 1 in 700 for five picks on one address).
+    """
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(count):
+            sock = held.enter_context(socket.socket())
+            sock.bind((host, 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 def socket_inodes(pid: int) -> set[str]:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatcher.broker import free_port
+from dispatcher.broker import free_ports
 from dispatcher.settings import Settings
 from tests.harness import wait_until
 
@@ -122,7 +122,7 @@ def build_script(blocks: list[Block], exports: str, ports: dict[str, str], scrat
 
 
 async def test_readme_examples_run_as_written(tmp_path: Path) -> None:
-    ports = {p: str(free_port()) for p in PORTS}
+    ports = {p: str(port) for p, port in zip(PORTS, free_ports(len(PORTS)), strict=True)}
     make_env = {k: v for k, v in os.environ.items() if not k.startswith("DISPATCHER_")}
     make_env |= {
         "DISPATCHER_WEB_PORT": ports["8080"],
