@@ -25,6 +25,7 @@ from .domain.lanes import Lane, LanePolicy
 from .domain.retry import RetryPolicy, parse_schedule
 from .domain.slots import SlotPool, parse_host_limits
 from .fetch_wait import FEED_IDLE_CAP_MS, IDLE_CAP_MS
+from .settings_bounds import BOUNDS, number, out_of_bounds
 
 _TRUE = {"1", "true", "yes", "on"}
 RECORD_OVERHEAD = 4096  # a record's key, headers and batch framing, beside its value
@@ -198,7 +199,21 @@ class Settings:
             raw = env.get("DISPATCHER_" + f.name.upper())
             if raw is not None:
                 values[f.name] = _convert(f.name, raw, getattr(base, f.name))
-        return replace(base, **values)
+        settings = replace(base, **values)
+        settings.check_ranges()
+        return settings
+
+    def check_ranges(self) -> None:
+        """Raise SettingsError naming every numeric setting out of its range (settings_bounds.py)."""
+        problems = out_of_bounds({name: getattr(self, name) for name in BOUNDS})
+        if self.heartbeat_interval >= self.session_timeout:
+            problems.append(f"DISPATCHER_HEARTBEAT_INTERVAL={number(self.heartbeat_interval)}: must be less "
+                            f"than DISPATCHER_SESSION_TIMEOUT ({number(self.session_timeout)})")
+        if self.slow_min_samples > self.slow_window:
+            problems.append(f"DISPATCHER_SLOW_MIN_SAMPLES={self.slow_min_samples}: must be at most "
+                            f"DISPATCHER_SLOW_WINDOW ({self.slow_window}), the answers kept")
+        if problems:
+            raise SettingsError("; ".join(problems))
 
     def canonical_url(self, host_name: Callable[[], str] | None = None) -> str:
         """The URL this worker advertises to the others (checked; see `advertised_url`)."""

@@ -17,6 +17,7 @@ import yaml
 
 from dispatcher.domain.addresses import DENY_TABLE
 from dispatcher.settings import Settings
+from dispatcher.settings_bounds import BOUNDS
 from dispatcher.topology import broker_credentials
 from tests.deploy.chart import CHART, KUBE_VERSION, NAMESPACE, RELEASE, ROOT, Render, render, with_broker
 
@@ -230,6 +231,27 @@ def test_the_schema_refuses_bad_values() -> None:
             assert named in str(caught.value), (values, str(caught.value))
         with pytest.raises(helm.HelmError, match=r"kafka\.broker is required"):
             chart.render({}, name="x", namespace=NAMESPACE)
+
+
+# The chart's own values and the settings they become (templates/statefulset.yaml).
+KAFKA_VALUES = {"partitions": "partitions", "topicReplication": "topic_replication",
+                "topicMinInsyncReplicas": "topic_min_insync_replicas",
+                "sessionTimeoutSeconds": "session_timeout", "standbyReplicas": "standby_replicas"}
+
+
+def test_the_schema_takes_what_the_worker_takes_of_the_kafka_values() -> None:
+    kafka = schema()["properties"]["kafka"]["properties"]
+    for value, setting in KAFKA_VALUES.items():
+        bound = BOUNDS[setting]
+        assert kafka[value]["maximum"] == bound.high, value
+        if value == "sessionTimeoutSeconds":  # above the heartbeat, which the chart leaves at its default
+            assert kafka[value]["exclusiveMinimum"] == Settings().heartbeat_interval
+        else:
+            assert kafka[value]["minimum"] == bound.low and not bound.low_excluded, value
+    with helm.Chart.load(CHART) as chart:
+        for value in KAFKA_VALUES:
+            with pytest.raises(helm.HelmValuesError, match=value):
+                chart.render(with_broker({"kafka": {value: 100_000}}), name="x", namespace=NAMESPACE)
 
 
 def test_helm_test_asks_the_api_service_with_the_token(renders: dict[str, Render]) -> None:
