@@ -199,6 +199,12 @@ def join_url(url: str, suffix: str) -> str:
     return final
 
 
+def sent_url(url: str) -> str:
+    """`url` as both delivery clients send it: yarl's form (a stray `%` escaped, an escaped
+    unreserved character decoded, a space in the query as `+`), which a preview must show."""
+    return str(URL(url))
+
+
 def _same_target(url: str, final: str) -> None:
     """Two parsers (ours and aiohttp's) agree the URL built goes where the receiver's goes.
 

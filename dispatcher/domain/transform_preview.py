@@ -17,7 +17,7 @@ from .field_checks import check_depth, check_event_type, reject_unknown
 from .headers import check_headers
 from .jsone_bounded import Budget
 from .records import ReceiverConfig
-from .transform import check_transform
+from .transform import check_transform, sent_url
 from .webhook import build_transformed, transform_entry
 
 PREVIEW_FIELDS = {"payload", "event_type", "headers", "transform"}
@@ -53,4 +53,4 @@ def preview(config: ReceiverConfig, body: object, now: float, budget: Budget | N
         return {"cancel": True, "body": None, "headers": {}, "path": "", "url": None}
     url, sent, _ = build_transformed(config, entry, shaped, now)
     return {"cancel": False, "body": orjson.loads(sent), "headers": shaped.headers, "path": shaped.path,
-            "url": url}
+            "url": sent_url(url)}

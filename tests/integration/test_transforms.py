@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+from aiohttp import web
 from standardwebhooks import Webhook
 
 from dispatcher.client import ApiError, DispatcherClient
@@ -142,3 +143,33 @@ def test_the_cli_tries_a_template(worker: WorkerProcess) -> None:
                 "--transform", '{"body": {"$eval": "payload.n * 21"}}')
     assert tried.returncode == 0, tried.stderr
     assert orjson.loads(tried.stdout)["body"] == 42
+
+
+async def test_a_preview_names_the_url_delivery_dials(worker: WorkerProcess) -> None:
+    """A path with characters the client re-encodes (a stray `%`, an encoded unreserved one)."""
+    targets: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        targets.append(request.raw_path)  # the request target as it came, not decoded
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_route("POST", "/{tail:.*}", record)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with DispatcherClient(worker.url, TOKEN) as api:
+            rid = (await api.create_receiver(f"{base}/in", transform={"path": "${payload.p}"}))["id"]
+            payload = {"p": "/a/%zz/%41%7e?q=%zz&r=~"}
+            preview = await api.transform_test(rid, payload)
+            await api.send_message(rid, "t.path", payload, id="path-1")
+            await status_of(api, rid, "path-1", "delivered")
+        assert targets == ["/in/a/%25zz/A~?q=%25zz&r=~"]
+        assert preview["url"] == base + targets[0]
+        assert preview["path"] == payload["p"], "the transform's own suffix, as it gave it"
+    finally:
+        await runner.cleanup()
