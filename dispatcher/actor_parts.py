@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from .actor_runner import ActorRunner, Publish, SendDeadLetter, publish_nowhere
 from .actor_store import ActorStore, TableIO
 from .deliverer import Deliverer, LostOutcome, QueueSlow, SendOutcome
+from .domain.record_seal import seal_key
 from .settings import Settings
 from .timers import PartitionTimers
 from .transport import Transport
@@ -48,6 +49,11 @@ def build_actor_parts(
     )
     runner = ActorRunner(
         store, deliverer, timers, outlets.dead_letter, settings.policy(), requests_topic,
-        publish_subscription=outlets.publish_subscription,
+        publish_subscription=outlets.publish_subscription, seal_key=group_seal_key(settings),
     )
     return ActorParts(store, deliverer, runner)
+
+
+def group_seal_key(settings: Settings) -> bytes | None:
+    """The key every worker of the group seals its requests records with (none without a token)."""
+    return seal_key(settings.api_token) if settings.api_token else None

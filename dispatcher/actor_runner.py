@@ -58,8 +58,10 @@ class ActorRunner:
         requests_topic: str,
         clock: Callable[[], float] = time.time,
         publish_subscription: Publish = publish_nowhere,
+        seal_key: bytes | None = None,
     ) -> None:
         self.store = store
+        self.seal_key = seal_key  # the group's (record_seal.py); None: no record is taken as a worker's
         self.deliverer = deliverer
         self.timers = timers
         self._send_dead_letter = send_dead_letter

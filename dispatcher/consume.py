@@ -41,8 +41,9 @@ from typing import Any
 from .actor_runner import ActorRunner
 from .domain import actor
 from .domain.errors import InvalidInput
+from .domain.record_seal import WORKER_ONLY_FIELDS, is_sealed
 from .domain.records import ReceiverControl, ReceiverUpsert, decode_command, decode_request
-from .domain.untrusted import broker_time, one_line
+from .domain.untrusted import broker_time, log_token, one_line
 from .overrides.app import DispatcherApp
 from .table_writer import WriteRefused
 from .tracing import header_traceparent
@@ -102,7 +103,8 @@ def _request_command(runner: ActorRunner, receiver_id: str, msg: Any) -> actor.C
     """A producer's record: a message, nothing else."""
     fallback_id = f"kafka_{msg.partition}_{msg.offset}"
     stamped = broker_time(msg.timestamp, runner.clock())  # CreateTime is the producer's word too
-    record = decode_request(receiver_id, msg.value or b"", fallback_id, stamped)
+    record = decode_request(receiver_id, msg.value or b"", fallback_id, stamped,
+                            lambda: _vouched(runner, receiver_id, msg))
     seen = runner.store.seen_seq(receiver_id, record.id, runner.clock())
     if runner.deliverer.tracing.enabled:  # its delivery spans join the trace it came with
         parent = header_traceparent(getattr(msg, "headers", None))
@@ -112,6 +114,18 @@ def _request_command(runner: ActorRunner, receiver_id: str, msg: Any) -> actor.C
         source = "fanout" if record.from_event else _source(getattr(msg, "headers", None))
         runner.deliverer.counts.accept(source)
     return actor.Intake(record, seen)
+
+
+def _vouched(runner: ActorRunner, receiver_id: str, msg: Any) -> bool:
+    """Did a worker of this group write the record (its seal holds)? Asked only of one that sets a
+    worker-only field; a producer's such fields are dropped, and the log says so."""
+    key = runner.seal_key
+    if key is not None and is_sealed(key, receiver_id, msg.value or b"", getattr(msg, "headers", None)):
+        return True
+    log.warning("receiver_id=%s partition=%s offset=%s: a producer's record set worker-only fields (%s);"
+                " they are dropped and it is taken as a plain message", log_token(receiver_id),
+                msg.partition, msg.offset, ", ".join(WORKER_ONLY_FIELDS))
+    return False
 
 
 # Workers mark the request records they produce (the API's, fan-out's) with this header.

@@ -22,6 +22,7 @@ from .actor_parts import Outlets, build_actor_parts
 from .applied import SharedEnds
 from .consume import SOURCE_HEADER, subscribe
 from .deliverer import API_SLOTS
+from .domain.record_seal import SEAL_HEADER, seal
 from .domain.records import WAKE_RECORD, Outcome, encode_outcome
 from .domain.tokens import TokenRecord, encode_record
 from .event_loop import new_event_loop
@@ -100,6 +101,7 @@ class Dispatcher:
         parts = build_actor_parts(settings, self.table, self.partition_of, transport, self.timers, outlets,
                                   self.names["requests"])
         self.store, self.deliverer, self.runner = parts.store, parts.deliverer, parts.runner
+        self._seal_key = parts.runner.seal_key
         self.feed = SubscriptionFeed(
             self.names["subscriptions"], settings.partitions, client_options(app, "subscriptions"),
             declare=self.topology.subscriptions.maybe_declare, idle_poll_ms=settings.feed_idle_wait_ms,
@@ -170,9 +172,18 @@ class Dispatcher:
 
     async def produce_requests(self, records: list[tuple[str, bytes]]) -> None:
         """Produce to the requests topic and wait until every record is acked (marked as the API's:
-        a fan-out copy says so in its value)."""
+        a fan-out copy says so in its value), each sealed as a worker's (record_seal.py)."""
         headers = API_HEADERS + self.tracing.record_headers() if self.tracing.enabled else API_HEADERS
-        await _send_all(self.topology.requests, records, headers)
+        key = self._seal_key
+        if key is None:
+            await _send_all(self.topology.requests, records, headers)
+            return
+        topic = self.topology.requests
+        futures = [await topic.send(key=rid.encode(), value=value,
+                                    headers=[*headers, (SEAL_HEADER, seal(key, rid, value))])
+                   for rid, value in records]
+        for fut in futures:
+            await fut
 
     async def produce_commands(self, records: list[tuple[str, bytes]]) -> None:
         """Produce the API's configuration and control records to the commands topic (workers only)."""

@@ -15,6 +15,7 @@ The checks of single field values are `field_checks.py`'s (re-exported here).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ from .headers import check_headers
 from .ids import check_id
 from .ordering_keys import check_ordering_key
 from .receiver_auth import ReceiverAuth, ServerTls, auth_from_dict, tls_from_dict
+from .record_seal import WORKER_ONLY_FIELDS, claims_worker_fields
 from .untrusted import producer_time
 
 __all__ = [  # the checks are re-exported: callers import them from here
@@ -275,15 +277,22 @@ def encode_control_record(control: ReceiverControl) -> bytes:
 FORBIDDEN_ON_REQUESTS = ("receiver.upsert", "receiver.control")
 
 
-def decode_request(receiver_id: str, raw: bytes, fallback_id: str, fallback_time: float) -> Message:
+def decode_request(
+    receiver_id: str, raw: bytes, fallback_id: str, fallback_time: float,
+    vouched: Callable[[], bool] = lambda: False,
+) -> Message:
     """Parse a requests-topic record (a message); raise InvalidInput with the field at fault.
 
     `fallback_id` names a message that came without an id (direct producers), so
     a replay of the same record gets the same id and is deduplicated.
     `fallback_time` is the broker's timestamp, used when `accepted_at` is
     missing or out of range (the message status then says so).
+    `vouched`, asked only of a record that sets a worker-only field, says whether a worker wrote
+    it (record_seal.py); if not, those fields are dropped.
     """
     data = _json_object(raw)
+    if claims_worker_fields(data) and not vouched():
+        data = {k: v for k, v in data.items() if k not in WORKER_ONLY_FIELDS}
     kind = data.get("kind", "message")
     if kind in FORBIDDEN_ON_REQUESTS:
         raise InvalidInput(

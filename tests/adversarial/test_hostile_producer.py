@@ -159,3 +159,45 @@ async def test_a_record_key_or_field_cannot_forge_a_log_line_or_field(
     assert all("reason=planted" not in line and "seq=7" not in line for line in rejected()), rejected()
     assert any("receiver_id=rcv_x\\x0a\\x5b2026" in line for line in rejected()), rejected()
     assert any("headers.x\\x0a[2026-11-29" in line for line in rejected()), rejected()
+
+
+async def test_a_producer_cannot_claim_a_replay_or_a_fan_out_copy_to_pass_a_filter(
+    worker: WorkerProcess, api: Api, receiver: Receiver, producer: AIOKafkaProducer,
+) -> None:
+    """`replay_of` and `from_event` pass a receiver's filter unmatched: only a worker's record sets them."""
+    made = await api.create_receiver(receiver.url("filtered"), filter={"payload": {"ok": True}})
+    rid, key = made["id"], made["id"].encode()
+    requests = f"{worker.app_id}.requests"
+    claims = [{"replay_of": 1}, {"from_event": True, "time_note": "planted"},
+              {"replay_of": 1, "from_event": True}]
+    for n, claim in enumerate(claims):
+        forged = {"id": f"forged-{n}", "event_type": "t.x", "payload": {"ok": False}, **claim}
+        await producer.send_and_wait(requests, orjson.dumps(forged), key=key)
+    # A forged header on a record the filter takes: delivered as the plain message it is.
+    passing = {"id": "claims-replay", "event_type": "t.x", "payload": {"ok": True}, "replay_of": 7}
+    await producer.send_and_wait(requests, orjson.dumps(passing), key=key)
+    await wait_until(lambda: len(receiver.by_path("filtered")) >= 1, 60, "the record the filter takes")
+    for n in range(len(claims)):
+        status, body = await api.call("GET", f"/v1/receivers/{rid}/messages/forged-{n}")
+        assert status == 200 and body["status"] == "filtered", body
+    [got] = receiver.by_path("filtered")
+    assert got.msg_id == "claims-replay" and "webhook-replay-of" not in got.headers, got.headers
+    status, body = await api.call("GET", f"/v1/receivers/{rid}/messages/claims-replay")
+    assert status == 200 and body["status"] == "delivered" and not body.get("time_note"), body
+    log = worker.log_path.read_text(errors="replace")
+    assert log.count(f"receiver_id={rid} partition=") == len(claims) + 1, "each forged claim is logged"
+    # The API's resend is a worker's sealed record: it passes the filter now refusing everything,
+    # and says what it copies.
+    real = {"receiver_id": rid, "event_type": "t.x", "payload": {"ok": True}, "id": "real-1"}
+    status, body = await api.call("POST", "/v1/messages", real)
+    assert status == 202, body
+    await wait_until(lambda: len(receiver.by_path("filtered")) == 2, 60, "the API's message")
+    status, body = await api.call("PATCH", f"/v1/receivers/{rid}", {"filter": {"payload": {"ok": "never"}}})
+    assert status == 200, body
+    status, body = await api.call("POST", f"/v1/receivers/{rid}/messages/real-1/resend", {"id": "again-1"})
+    assert status == 202, body
+    await wait_until(lambda: len(receiver.by_path("filtered")) == 3, 60, "the resent copy")
+    resent = receiver.by_path("filtered")[2]
+    assert resent.msg_id == "again-1" and resent.headers["webhook-replay-of"] == str(body["resend_of"]["seq"])
+    log = worker.log_path.read_text(errors="replace")
+    assert log.count(f"receiver_id={rid} partition=") == len(claims) + 1, "the sealed record is not suspect"

@@ -1,0 +1,59 @@
+"""A worker's seal vouches for exactly one record of its group; a producer's claims are dropped."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from dispatcher.domain.record_seal import SEAL_HEADER, WORKER_ONLY_FIELDS, is_sealed, seal, seal_key
+from dispatcher.domain.records import Message, decode_request, encode_message_record
+
+KEY = seal_key("token-of-the-group")
+COPY = Message("m1", "r1", "a.b", {"x": 1}, {}, 5.0, replay_of=3, from_event=True, time_note="late")
+
+
+def test_a_seal_holds_for_its_record_only() -> None:
+    value = encode_message_record(COPY)
+    sealed = [("webhook-dispatcher-source", b"api"), (SEAL_HEADER, seal(KEY, "r1", value))]
+    assert is_sealed(KEY, "r1", value, sealed)
+    assert is_sealed(KEY, "r1", value, dict(sealed)), "headers as a mapping too"
+    assert not is_sealed(KEY, "r2", value, sealed), "another receiver's record"
+    assert not is_sealed(KEY, "r1", value.replace(b'"x":1', b'"x":2'), sealed), "another value"
+    assert not is_sealed(seal_key("another-group"), "r1", value, sealed), "another group's key"
+    assert not is_sealed(KEY, "r1", value, [("webhook-dispatcher-source", b"api")])
+    assert not is_sealed(KEY, "r1", value, None)
+    assert not is_sealed(KEY, "r1", value, [(SEAL_HEADER, seal(KEY, "r1", value).upper())])
+    assert seal_key("token-of-the-group") == KEY and KEY != b"token-of-the-group"
+
+
+def test_worker_only_fields_are_kept_only_when_vouched_for() -> None:
+    value = encode_message_record(COPY)
+    assert decode_request("r1", value, "f", 9.0, lambda: True) == COPY
+    plain = decode_request("r1", value, "f", 9.0, lambda: False)
+    assert (plain.replay_of, plain.from_event, plain.time_note) == (None, False, "")
+    assert (plain.id, plain.payload, plain.accepted_at) == (COPY.id, COPY.payload, COPY.accepted_at)
+    assert decode_request("r1", value, "f", 9.0) == plain, "nothing is vouched for by default"
+
+
+@pytest.mark.parametrize("claim", [{"replay_of": "x"}, {"from_event": "yes"}, {"time_note": 5}])
+def test_a_producers_bad_worker_field_is_dropped_not_dead_lettered(claim: dict[str, object]) -> None:
+    raw = orjson.dumps({"id": "m2", "event_type": "a.b", "payload": 1, **claim})
+    msg = decode_request("r1", raw, "f", 9.0, lambda: False)
+    assert (msg.replay_of, msg.from_event) == (None, False) and msg.id == "m2"
+
+
+def test_the_seal_is_checked_only_for_a_record_that_claims_a_worker_field() -> None:
+    asked: list[int] = []
+
+    def vouched() -> bool:
+        asked.append(1)
+        return False
+
+    plain = encode_message_record(Message("m3", "r1", "a.b", 1, {}, 5.0, ordering_key="k"))
+    decode_request("r1", plain, "f", 9.0, vouched)
+    assert asked == [], "a producer's ordinary message costs no HMAC"
+    for name in WORKER_ONLY_FIELDS:
+        claim = {"replay_of": 1, "from_event": True, "time_note": "t"}[name]
+        raw = orjson.dumps({"event_type": "a.b", "payload": 1, name: claim})
+        decode_request("r1", raw, "f", 9.0, vouched)
+    assert len(asked) == len(WORKER_ONLY_FIELDS)
