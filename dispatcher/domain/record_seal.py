@@ -1,13 +1,13 @@
 """The seal that lets a worker trust the worker-only fields of a requests-topic record.
 
-Producers and workers write the same requests topic. A fan-out copy (`from_event`, `time_note`)
-and a replay or resend (`replay_of`) pass the receiver's content filter without being matched
-again, and `replay_of` speaks for the dispatcher (the `webhook-replay-of` header). A producer's
-record that claimed them would walk past the filter a receiver set. So a worker seals each record
-it writes there: a keyed BLAKE2b MAC of the receiver id and the value, under a key drawn from the
-API token every worker of the group is given (BLAKE2b: a fifth to a third of HMAC-SHA256's CPU here, on
-each fan-out copy). A record whose seal is missing or wrong has those fields
-dropped and is taken as the producer's plain message it is.
+Producers and workers write the same requests topic. A fan-out copy (`from_event`, `time_note`) and
+a replay or resend (`replay_of`) pass the receiver's content filter without being matched again, and
+`replay_of` speaks for the dispatcher (the `webhook-replay-of` header). A producer's record that
+claimed them would walk past the filter a receiver set. So a worker seals each record it writes
+there: a keyed BLAKE2b MAC of the receiver id and the value, under a key drawn from the API token
+every worker of the group is given (BLAKE2b: a fifth to a third of HMAC-SHA256's CPU here, on each
+fan-out copy). A record whose seal is missing or wrong has those fields dropped and is taken as the
+producer's plain message it is.
 """
 
 from __future__ import annotations
