@@ -212,6 +212,10 @@ class Settings:
         if self.slow_min_samples > self.slow_window:
             problems.append(f"DISPATCHER_SLOW_MIN_SAMPLES={self.slow_min_samples}: must be at most "
                             f"DISPATCHER_SLOW_WINDOW ({self.slow_window}), the answers kept")
+        if self.topic_min_insync_replicas > self.topic_replication:
+            problems.append(f"DISPATCHER_TOPIC_MIN_INSYNC_REPLICAS={self.topic_min_insync_replicas}: must "
+                            f"be at most DISPATCHER_TOPIC_REPLICATION ({self.topic_replication}), or no "
+                            "write could ever be acknowledged")
         if problems:
             raise SettingsError("; ".join(problems))
 

@@ -79,8 +79,9 @@ BOUNDS: dict[str, Bound] = {
     "slow_lane_in_flight": at_least(1, 1 << 20),
     "slow_lane_rate": above(0, 1e6),
     "slow_after_ms": at_least(0, HOUR * 1000),
-    "slow_window": at_least(1, 10_000),
-    "slow_min_samples": at_least(1, 10_000),
+    # The answers kept are saved with the receiver's state on every change.
+    "slow_window": at_least(1, 100),
+    "slow_min_samples": at_least(1, 100),
     "slow_timeouts": at_least(1, 10_000),
     "parole_after": at_least(1, 10_000),
     "backlog_max": at_least(1, MAX_BACKLOG),
@@ -93,7 +94,8 @@ BOUNDS: dict[str, Bound] = {
     "max_age": at_least(1, 90 * DAY),
     # breaker and offline receivers
     "breaker_failures": at_least(1, 10_000),
-    "breaker_window": at_least(1, 10_000),
+    # The window is a bit mask saved as a 64-bit integer (breaker.py).
+    "breaker_window": at_least(1, 64),
     "breaker_ratio": above(0, 1),
     "probe_base": above(0, DAY),
     "probe_cap": above(0, 30 * DAY),
@@ -108,16 +110,19 @@ BOUNDS: dict[str, Bound] = {
     "max_batch": at_least(1, MAX_BATCH),
     "max_request_body": at_least(1, GIB),
     "max_record_bytes": at_least(64 * KIB, GIB),
-    "dedup_window": at_least(0, 365 * DAY),
+    # A record read again after a crash (up to the last commit, however late) is known by its id
+    # only while the id is remembered: below an hour a restart would take it in again.
+    "dedup_window": at_least(HOUR, 365 * DAY),
     "retain_seconds": at_least(0, 365 * DAY),
     # the consumer group, the changelog and the event loop
-    "session_timeout": above(0, HOUR),
-    "heartbeat_interval": above(0, HOUR),
+    "session_timeout": above(0, 1800),  # Kafka's group.max.session.timeout.ms, 30 min by default
+    "heartbeat_interval": above(0, 600),
     "commit_interval": above(0, HOUR),
     "producer_linger": at_least(0, 60),
     "changelog_linger_ms": at_least(0, 60_000),
     "heap_trim_interval": at_least(0, DAY),
-    "fetch_max_wait_ms": at_least(0, 60_000),
+    # 0 would poll without a pause, and the idle back-off doubles from it (fetch_wait.py).
+    "fetch_max_wait_ms": at_least(1, 60_000),
     "fetch_idle_wait_ms": at_least(0, 60_000),
     "feed_idle_wait_ms": at_least(0, 60_000),
     "producer_max_batch_bytes": at_least(1, GIB),

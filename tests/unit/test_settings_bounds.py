@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from dispatcher.domain.actor.state import ReceiverState
+from dispatcher.domain.breaker import Breaker
+from dispatcher.domain.records import ReceiverConfig
 from dispatcher.settings import Settings, SettingsError
 from dispatcher.settings_bounds import BOUNDS, Bound
 
@@ -46,12 +49,13 @@ def test_each_end_of_a_range_is_taken_and_a_step_past_it_is_refused(name: str) -
     bound = BOUNDS[name]
     ends = [bound.high] if bound.low_excluded else [bound.low, bound.high]
     # The other settings stay valid around an end (heartbeat below session, samples within the window).
-    context = {"DISPATCHER_SESSION_TIMEOUT": "3600", "DISPATCHER_HEARTBEAT_INTERVAL": "1",
-               "DISPATCHER_SLOW_WINDOW": "10000", "DISPATCHER_SLOW_MIN_SAMPLES": "1"}
+    context = {"DISPATCHER_SESSION_TIMEOUT": "1800", "DISPATCHER_HEARTBEAT_INTERVAL": "1",
+               "DISPATCHER_SLOW_WINDOW": "100", "DISPATCHER_SLOW_MIN_SAMPLES": "1",
+               "DISPATCHER_TOPIC_REPLICATION": "32767"}
     if name == "session_timeout":
         context["DISPATCHER_HEARTBEAT_INTERVAL"] = "0.0001"
-    if name == "heartbeat_interval":
-        ends = [ends[0] - 1]  # the session (at most an hour) must stay longer
+    if name == "topic_replication":
+        context["DISPATCHER_TOPIC_MIN_INSYNC_REPLICAS"] = "1"
     for value in ends:
         env = {**context, _variable(name): _text(name, value)}
         assert getattr(Settings.from_env(env), name) == pytest.approx(value)
@@ -76,6 +80,10 @@ def test_settings_that_depend_on_each_other_are_checked_together() -> None:
     samples = r"DISPATCHER_SLOW_MIN_SAMPLES=11: must be at most DISPATCHER_SLOW_WINDOW \(10\)"
     with pytest.raises(SettingsError, match=samples):
         Settings.from_env({"DISPATCHER_SLOW_MIN_SAMPLES": "11"})
+    with pytest.raises(SettingsError, match=r"DISPATCHER_TOPIC_MIN_INSYNC_REPLICAS=2: must be at most "
+                                            r"DISPATCHER_TOPIC_REPLICATION \(1\)"):
+        Settings.from_env({"DISPATCHER_TOPIC_MIN_INSYNC_REPLICAS": "2"})
+    Settings.from_env({"DISPATCHER_TOPIC_MIN_INSYNC_REPLICAS": "2", "DISPATCHER_TOPIC_REPLICATION": "3"})
 
 
 def test_every_value_out_of_range_is_named_at_once() -> None:
@@ -93,3 +101,17 @@ def test_a_worker_with_a_setting_out_of_range_stops_with_one_line_and_exit_2(tmp
     assert done.returncode == 2, done
     assert done.stderr == ("configuration error: DISPATCHER_TIMER_RESOLUTION=0: "
                            "must be at least 0.001 and at most 10\n")
+
+
+def test_the_widest_breaker_window_still_saves_with_the_receivers_state() -> None:
+    widest = int(BOUNDS["breaker_window"].high)
+    env = {"DISPATCHER_BREAKER_WINDOW": str(widest), "DISPATCHER_BREAKER_FAILURES": "10000",
+           "DISPATCHER_BREAKER_RATIO": "1"}
+    policy = Settings.from_env(env).policy()
+    breaker = Breaker()
+    for n in range(3 * widest):  # every bit of the window set: the widest mask the state holds
+        breaker = breaker.record(n == 0, 0.0, policy.breaker)
+    assert breaker.recent == (1 << widest) - 1
+    state = ReceiverState("r1", ReceiverConfig("r1", "https://example.com/x", "whsec_" + "A" * 32),
+                          breaker=breaker)
+    assert ReceiverState.from_bytes(state.to_bytes()).breaker == breaker
