@@ -156,7 +156,8 @@ class NginxReceiver:
                     socket.create_connection((host, port), 0.2).close()
                 return self
             time.sleep(0.05)
-        raise TimeoutError("nginx did not listen within 10 s")
+        self.stop()  # ours, by the PID we started
+        raise TimeoutError(f"nginx did not listen within 10 s: {self._error_log_tail()}")
 
     def _error_log_tail(self) -> str:
         """The last lines nginx wrote to stderr and its error log (why it would not start)."""
