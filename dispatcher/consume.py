@@ -34,6 +34,7 @@ next is read.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -41,9 +42,10 @@ from typing import Any
 from .actor_runner import ActorRunner
 from .domain import actor
 from .domain.errors import InvalidInput
-from .domain.record_seal import WORKER_ONLY_FIELDS, is_sealed
+from .domain.record_seal import RESERVED_CLAIMS, is_sealed
 from .domain.records import ReceiverControl, ReceiverUpsert, decode_command, decode_request
 from .domain.untrusted import broker_time, log_token, one_line
+from .logs import Throttle
 from .overrides.app import DispatcherApp
 from .table_writer import WriteRefused
 from .tracing import header_traceparent
@@ -117,15 +119,22 @@ def _request_command(runner: ActorRunner, receiver_id: str, msg: Any) -> actor.C
 
 
 def _vouched(runner: ActorRunner, receiver_id: str, msg: Any) -> bool:
-    """Did a worker of this group write the record (its seal holds)? Asked only of one that sets a
-    worker-only field; a producer's such fields are dropped, and the log says so."""
+    """Did a worker of this group write the record (its seal holds)? Asked only of one that claims
+    what only a worker may (record_seal.py); a producer's claim is dropped, and the log says so,
+    one line per 10 s at most (a producer could send millions)."""
     key = runner.seal_key
     if key is not None and is_sealed(key, receiver_id, msg.value or b"", getattr(msg, "headers", None)):
         return True
-    log.warning("receiver_id=%s partition=%s offset=%s: a producer's record set worker-only fields (%s);"
-                " they are dropped and it is taken as a plain message", log_token(receiver_id),
-                msg.partition, msg.offset, ", ".join(WORKER_ONLY_FIELDS))
+    held = _UNSEALED.admit(time.monotonic())
+    if held is not None:
+        log.warning("receiver_id=%s partition=%s offset=%s: a record without this group's seal claimed"
+                    " what only a worker's may (%s); taken as a producer's plain message (%d more such"
+                    " records in the last 10 s not logged)", log_token(receiver_id), msg.partition,
+                    msg.offset, ", ".join(RESERVED_CLAIMS), held)
     return False
+
+
+_UNSEALED = Throttle(10.0)
 
 
 # Workers mark the request records they produce (the API's, fan-out's) with this header.

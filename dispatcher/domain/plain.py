@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
 
+import orjson
+
 Plain = Callable[[Any], dict[str, Any]]
 
 
@@ -33,3 +35,13 @@ def plain(cls: type, nested: Mapping[str, Callable[[Any], Any]] | None = None) -
     scope: dict[str, Any] = {f"nested_{name}": encode for name, encode in nested.items()}
     exec("def as_plain(obj):\n    return {" + ", ".join(items) + "}", scope)  # built from the field names
     return scope["as_plain"]  # type: ignore[no-any-return]
+
+
+def json_to_keep(value: Any) -> bytes:
+    """`orjson.dumps` for bytes that stay in memory: a copy sized to the JSON.
+
+    orjson (3.12 on) returns its output in the buffer it wrote to: 4 KiB or more,
+    however short the JSON. A config keeps its JSON while its state is cached, so
+    uncopied buffers grew with the receivers (docs/benchmarks.md, "Figures behind the code").
+    """
+    return bytes(memoryview(orjson.dumps(value)))

@@ -7,14 +7,18 @@ claimed them would walk past the filter a receiver set. So a worker seals each r
 there: a keyed BLAKE2b MAC of the receiver id and the value, under a key drawn from the API token
 every worker of the group is given (BLAKE2b: a fifth to a third of HMAC-SHA256's CPU here, on each
 fan-out copy). A record whose seal is missing or wrong has those fields dropped and is taken as the
-producer's plain message it is.
+producer's plain message it is; one that takes an id of the dispatcher's own forms is dead-lettered.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .errors import InvalidInput
 
 SEAL_HEADER = "webhook-dispatcher-seal"
 WORKER_ONLY_FIELDS = ("replay_of", "from_event", "time_note")
@@ -47,5 +51,28 @@ def is_sealed(key: bytes, receiver_id: str, value: bytes,
 
 
 def claims_worker_fields(data: Mapping[str, object]) -> bool:
-    """Whether a record's value sets any field only a worker may set."""
-    return data.get("replay_of") is not None or data.get("from_event") is True or "time_note" in data
+    """Whether a record's value sets a field, or takes an id, only a worker's record may."""
+    return (data.get("replay_of") is not None or data.get("from_event") is True or "time_note" in data
+            or is_reserved_id(data.get("id")))
+
+
+def is_reserved_id(value: object) -> bool:
+    """An id of the forms the dispatcher gives: an event's copy (`copy_id`) and an id-less record
+    (`kafka_<partition>_<offset>`). A producer's record that took one first would make the real one
+    a duplicate, dropped, with the producer's payload delivered under its id."""
+    return isinstance(value, str) and _RESERVED_ID.fullmatch(value) is not None
+
+
+_RESERVED_ID = re.compile(r"evt_[0-9a-f]{24}|kafka_[0-9]+_[0-9]+")
+RESERVED_CLAIMS = (*WORKER_ONLY_FIELDS, "an evt_ or kafka_ id")
+
+
+def without_unvouched_claims(data: dict[str, Any], vouched: Callable[[], bool]) -> dict[str, Any]:
+    """A record's fields as a producer's record may set them, unless `vouched()` (asked only of a
+    record that claims more) says a worker wrote it: worker-only fields dropped, a reserved id refused."""
+    if not claims_worker_fields(data) or vouched():
+        return data
+    if is_reserved_id(data.get("id")):
+        raise InvalidInput("id", "evt_<24 hex digits> and kafka_<partition>_<offset> are the ids the "
+                           "dispatcher gives event copies and id-less records", code="malformed")
+    return {k: v for k, v in data.items() if k not in WORKER_ONLY_FIELDS}

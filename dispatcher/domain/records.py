@@ -36,8 +36,9 @@ from .filters import document as filter_document
 from .headers import check_headers
 from .ids import check_id
 from .ordering_keys import check_ordering_key
+from .plain import json_to_keep
 from .receiver_auth import ReceiverAuth, ServerTls, auth_from_dict, tls_from_dict
-from .record_seal import WORKER_ONLY_FIELDS, claims_worker_fields
+from .record_seal import without_unvouched_claims
 from .untrusted import producer_time
 
 __all__ = [  # the checks are re-exported: callers import them from here
@@ -47,16 +48,6 @@ __all__ = [  # the checks are re-exported: callers import them from here
     "encode_backlog_entry", "encode_control_record", "encode_message_record", "encode_outcome",
     "encode_upsert_record", "json_to_keep", "parse_message_spec", "reject_unknown",
 ]
-
-
-def json_to_keep(value: Any) -> bytes:
-    """`orjson.dumps` for bytes that stay in memory: a copy sized to the JSON.
-
-    orjson (3.12 on) returns its output in the buffer it wrote to: 4 KiB or more,
-    however short the JSON. A config keeps its JSON while its state is cached, so
-    uncopied buffers grew with the receivers (docs/benchmarks.md, "Figures behind the code").
-    """
-    return bytes(memoryview(orjson.dumps(value)))
 
 
 @dataclass(slots=True, frozen=True)
@@ -287,12 +278,9 @@ def decode_request(
     a replay of the same record gets the same id and is deduplicated.
     `fallback_time` is the broker's timestamp, used when `accepted_at` is
     missing or out of range (the message status then says so).
-    `vouched`, asked only of a record that sets a worker-only field, says whether a worker wrote
-    it (record_seal.py); if not, those fields are dropped.
+    `vouched`: did a worker write it (`record_seal.without_unvouched_claims`)?
     """
     data = _json_object(raw)
-    if claims_worker_fields(data) and not vouched():
-        data = {k: v for k, v in data.items() if k not in WORKER_ONLY_FIELDS}
     kind = data.get("kind", "message")
     if kind in FORBIDDEN_ON_REQUESTS:
         raise InvalidInput(
@@ -300,6 +288,7 @@ def decode_request(
         )
     if kind != "message":
         raise InvalidInput("kind", f"unknown record kind {str(kind)[:64]!r}", code="malformed")
+    data = without_unvouched_claims(data, vouched)
     try:
         return _decode_message(receiver_id, data, fallback_id, fallback_time)
     except InvalidInput as exc:  # every bad record is dead-lettered as "malformed"

@@ -371,8 +371,9 @@ async def test_an_id_never_reaches_another_route_or_receiver(worker: WorkerProce
 
 @pytest.fixture(scope="module")
 async def patient_worker(make_module_worker: Callable[..., WorkerProcess]) -> WorkerProcess:
-    """A worker whose circuits stay closed through a long run of failures (window and count of 1000)."""
-    proc = make_module_worker(DISPATCHER_BREAKER_FAILURES="1000", DISPATCHER_BREAKER_WINDOW="1000")
+    """A worker whose circuits stay closed through a run of failures shorter than its window (64, the
+    widest) and its count (1000)."""
+    proc = make_module_worker(DISPATCHER_BREAKER_FAILURES="1000", DISPATCHER_BREAKER_WINDOW="64")
     await proc.wait_ready()
     return proc
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from dispatcher.domain.errors import InvalidInput
+from dispatcher.domain.events import copy_id
 from dispatcher.domain.record_seal import SEAL_HEADER, WORKER_ONLY_FIELDS, is_sealed, seal, seal_key
 from dispatcher.domain.records import Message, decode_request, encode_message_record
+from dispatcher.logs import Throttle
 
 KEY = seal_key("token-of-the-group")
 COPY = Message("m1", "r1", "a.b", {"x": 1}, {}, 5.0, replay_of=3, from_event=True, time_note="late")
@@ -57,3 +60,27 @@ def test_the_seal_is_checked_only_for_a_record_that_claims_a_worker_field() -> N
         raw = orjson.dumps({"event_type": "a.b", "payload": 1, name: claim})
         decode_request("r1", raw, "f", 9.0, vouched)
     assert len(asked) == len(WORKER_ONLY_FIELDS)
+
+
+@pytest.mark.parametrize("taken", [copy_id("e1", "r1"), copy_id("e1", "r1", "acme"), "kafka_3_1000"])
+def test_a_producer_may_not_take_an_id_of_the_dispatchers_forms(taken: str) -> None:
+    raw = orjson.dumps({"id": taken, "event_type": "a.b", "payload": 1})
+    with pytest.raises(InvalidInput) as refused:
+        decode_request("r1", raw, "f", 9.0, lambda: False)
+    assert (refused.value.field, refused.value.code) == ("id", "malformed")
+    assert decode_request("r1", raw, "f", 9.0, lambda: True).id == taken, "a worker's record may"
+
+
+@pytest.mark.parametrize("free", ["evt_1NZxYz2eZvKYlo2C", "evt_" + "A" * 24, "evt_" + "a" * 23, "kafka_x_1",
+                                  "kafka_3_1000_", "msg_kafka_3_1000"])
+def test_ids_near_those_forms_stay_the_producers(free: str) -> None:
+    raw = orjson.dumps({"id": free, "event_type": "a.b", "payload": 1})
+    assert decode_request("r1", raw, "f", 9.0, lambda: False).id == free
+
+
+def test_a_throttle_admits_a_line_per_interval_and_counts_the_rest() -> None:
+    throttle = Throttle(10.0)
+    assert throttle.admit(100.0) == 0
+    assert [throttle.admit(t) for t in (100.0, 105.0, 109.9)] == [None, None, None]
+    assert throttle.admit(110.0) == 3, "the next line says how many were held back"
+    assert throttle.admit(110.1) is None and throttle.admit(125.0) == 1
