@@ -14,6 +14,8 @@ from aiohttp import web
 
 from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.tokens import ADMIN, Principal, parse_token, refusal
+from dispatcher.domain.untrusted import log_token, one_line
+from dispatcher.logs import Throttle
 
 from .engine import ENGINE
 from .scopes import ADMIN_ONLY, PRINCIPAL, route_access
@@ -41,7 +43,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
             raise
         return _http_error(exc.status)
     except Exception:
-        log.exception("unhandled error on %s %s", request.method, request.path)
+        log.exception("unhandled error on %s %s", request.method, one_line(request.path))
         return error_response(500, "internal_error", "internal error; see the worker log")
 
 
@@ -97,7 +99,7 @@ def auth_middleware(token: str) -> Callable[[web.Request, Handler], Awaitable[we
             return error_response(401, "unauthorized", why, "Authorization")
         if not principal.admin and route_access(request) == ADMIN_ONLY:
             log.warning("refused %s %s: %s: the call is for the admin token only",
-                        request.method, request.path, principal.describe())
+                        request.method, one_line(request.path), principal.describe())
             return error_response(403, "forbidden", f"a tenant token (tenant {principal.tenant!r}) cannot "
                                   "make this call: it needs the admin token", "Authorization")
         request[PRINCIPAL] = principal
@@ -113,7 +115,7 @@ async def authenticate(request: web.Request, admin_token: str) -> tuple[Principa
     given = request.headers.get("Authorization", "")
     if not given.startswith("Bearer "):
         return None, UNAUTHORIZED
-    return await tenant_principal(request.app, given[7:], f"{request.method} {request.path}")
+    return await tenant_principal(request.app, given[7:], f"{request.method} {one_line(request.path)}")
 
 
 async def tenant_principal(app: web.Application, presented: str, where: str) -> tuple[Principal | None, str]:
@@ -132,6 +134,14 @@ async def tenant_principal(app: web.Application, presented: str, where: str) -> 
     if not why:
         assert record is not None
         return Principal(record.tenant, record.id), ""
-    tenant = record.tenant if record is not None else "?"
-    log.warning("refused %s: token_id=%s tenant=%s: %s", where, token_id, tenant, why)
+    if record is not None:
+        log.warning("refused %s: token_id=%s tenant=%s: %s", where, token_id, record.tenant, why)
+    else:  # anyone can make up ids: one line per 10 s, not one per call
+        held = _UNKNOWN_IDS.admit(time.monotonic())
+        if held is not None:
+            log.warning("refused %s: token_id=%s: %s (%d more calls with unknown token ids in the last 10 s"
+                        " not logged)", where, log_token(token_id), why, held)
     return None, f"this token is {why}" if why in ("revoked", "expired") else UNAUTHORIZED
+
+
+_UNKNOWN_IDS = Throttle(10.0)

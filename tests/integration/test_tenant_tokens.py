@@ -284,3 +284,24 @@ async def test_a_console_tail_ends_when_its_tenant_token_is_revoked(worker: Work
 
 def message(rid: str, msg_id: str) -> dict[str, Any]:
     return {"receiver_id": rid, "event_type": "order.tail", "payload": {}, "id": msg_id}
+
+
+async def test_made_up_token_ids_neither_flood_nor_forge_the_log(worker: WorkerProcess) -> None:
+    """Anyone can send a well-formed token id: the refusals are logged a line per 10 s at most, and a
+    path with a newline in it cannot start a line of its caller's making."""
+    forged = "[2026-11-29 12:00:00,000] [1] [INFO] receiver_id=rcv_payroll delivered msg_id=FORGED"
+    path = "/v1/receivers/x%0A" + forged.replace(" ", "%20").replace("[", "%5B").replace("]", "%5D")
+    tokens = [f"wdt_01JD{n:022d}_" + "s" * 43 for n in range(20)]
+
+    async def call(http: aiohttp.ClientSession, token: str) -> int:
+        async with http.get(worker.url + path, headers={"Authorization": f"Bearer {token}"}) as resp:
+            return resp.status
+
+    async with aiohttp.ClientSession() as http:
+        assert await asyncio.gather(*(call(http, t) for t in tokens)) == [401] * len(tokens)
+    lines = worker.log_path.read_text(errors="replace").splitlines()
+    refused = [line for line in lines if "unknown token id" in line and "01JD0000" in line]
+    assert 1 <= len(refused) < len(tokens), refused
+    assert "more calls with unknown token ids in the last 10 s not logged" in refused[0]
+    assert not [line for line in lines if line.startswith("[2026-11-29 12:00:00,000]")], "a forged line"
+    assert any("/v1/receivers/x\\x0a[2026-11-29" in line for line in refused), refused
