@@ -282,7 +282,8 @@ class ActorRunner:
         log.log(
             logging.DEBUG if effect.reason in PURGE_REASONS else logging.WARNING,
             "dead-lettered msg_id=%s receiver_id=%s seq=%d attempt=%d reason=%s %s",
-            entry["id"], receiver_id, effect.seq, effect.attempts, effect.reason, effect.detail,
+            entry["id"], receiver_id, effect.seq, effect.attempts, effect.reason,
+            one_line(effect.detail[:300]),
         )
         return raw
 

@@ -33,6 +33,7 @@ from .domain.lanes import Lane
 from .domain.records import Outcome, ReceiverConfig, Verification
 from .domain.slots import SlotPool
 from .domain.transform import CANCELLED, FAILED, Transformed, TransformError, inline_budget
+from .domain.untrusted import one_line, outsider_text
 from .domain.verification import challenge_headers, judge, new_challenge
 from .domain.webhook import (
     batch_id,
@@ -233,7 +234,8 @@ class Deliverer:
                 result = judge(config, challenge, None, b"", str(exc), self._clock())
             else:
                 result = judge(config, challenge, resp.status, resp.body_prefix, None, self._clock())
-        log.info("verification receiver_id=%s status=%s %s", config.id, result.status, result.reason)
+        log.info("verification receiver_id=%s status=%s %s", config.id, result.status,
+                 one_line(result.reason))
         return result
 
     def release(self, receiver_id: str, token: str) -> None:
@@ -357,7 +359,7 @@ class Deliverer:
         log.log(
             logging.DEBUG if quiet else logging.INFO,
             "%s receiver_id=%s number=%d lane=%s status=%s error=%s",
-            kind, job.receiver_id, job.attempt, job.lane, outcome.status, outcome.error,
+            kind, job.receiver_id, job.attempt, job.lane, outcome.status, outsider_text(outcome.error),
         )
         return outcome
 
@@ -458,8 +460,9 @@ class Deliverer:
             request = None if shaped.cancel else build_transformed(job.config, entry, shaped, now)
         except TransformError as exc:
             self.counts.transform(FAILED)
-            log.warning("transform failed msg_id=%s receiver_id=%s seq=%s attempt=%d: %s: %s",
-                        entry["id"], job.receiver_id, entry["seq"], job.attempt, exc.field, exc.message)
+            log.warning("transform failed msg_id=%s receiver_id=%s seq=%s attempt=%d: %s: %s",  # payload text
+                        entry["id"], job.receiver_id, entry["seq"], job.attempt, one_line(exc.field),
+                        one_line(exc.message))
             return self._unposted(job, entry, FAILED, f"{exc.field}: {exc.message}")
         if request is None:
             self.counts.transform(CANCELLED)
@@ -548,5 +551,6 @@ def _log_outcome(job: Job, outcome: Outcome) -> None:
         return
     log.warning(
         "attempt failed msg_id=%s receiver_id=%s seq=%s attempt=%d lane=%s status=%s error=%s",
-        outcome.msg_id, job.receiver_id, seqs, job.attempt, job.lane, outcome.status, outcome.error,
+        outcome.msg_id, job.receiver_id, seqs, job.attempt, job.lane, outcome.status,
+        outsider_text(outcome.error),
     )

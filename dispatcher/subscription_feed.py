@@ -18,6 +18,7 @@ from typing import Any
 
 from .compacted_feed import IDLE_POLL_MS, CompactedFeed
 from .domain.subscriptions import SubscriptionIndex, decode_subscription
+from .domain.untrusted import log_token
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class SubscriptionFeed(CompactedFeed):
         try:
             subscription = decode_subscription(value)
         except (ValueError, TypeError, AttributeError):
-            log.error("unreadable subscription record for receiver_id=%s: skipped", receiver_id)
+            log.error("unreadable subscription record for receiver_id=%s: skipped", log_token(receiver_id))
             return
         if subscription is None:
             self.index.remove(receiver_id)

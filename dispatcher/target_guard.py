@@ -26,6 +26,7 @@ from .dns_resolver import AresLookup, CachingResolver
 from .domain.addresses import IPAddress, TargetPolicy, check_literal_target, parse_target
 from .domain.dns_cache import DnsPolicy
 from .domain.errors import InvalidInput
+from .domain.untrusted import one_line
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class TargetGuard:
         except BlockedTarget as exc:
             raise InvalidInput(field, f"not an allowed target: {exc}", code="forbidden_target") from exc
         except OSError as exc:
-            log.info("receiver host %s does not resolve yet: %s", target.host, exc)
+            log.info("receiver host %s does not resolve yet: %s", one_line(target.host), one_line(str(exc)))
 
     def socket_factory(self, addr_info: tuple[Any, ...]) -> socket.socket:
         """Make the socket for one dial, unless its address is refused."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from .compacted_feed import IDLE_POLL_MS, CompactedFeed
 from .domain.tokens import TokenBook, decode_record
+from .domain.untrusted import log_token
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +44,10 @@ class TokenFeed(CompactedFeed):
         try:
             record = decode_record(value)
         except (ValueError, TypeError, KeyError):
-            log.error("unreadable token record for token_id=%s: skipped", token_id[:64])
+            log.error("unreadable token record for token_id=%s: skipped", log_token(token_id, 64))
             return
         if record.id != token_id:
-            log.error("token record keyed %s names token_id=%s: skipped", token_id[:64], record.id)
+            log.error("token record keyed %s names token_id=%s: skipped", log_token(token_id, 64), record.id)
             return
         self.book.put(record)
         self.records += 1

@@ -150,6 +150,7 @@ def decode_record(raw: bytes) -> TokenRecord:
     )
     if not _ID_RE.fullmatch(record.id) or len(record.secret_hash) != 64:
         raise ValueError("not a token record")
+    check_tenant(record.tenant, "tenant")  # it goes to log lines and into every scope check
     return record
 
 

@@ -52,6 +52,11 @@ def one_line(text: str) -> str:
     return _NOT_ON_ONE_LINE.sub(escaped, text)
 
 
+def outsider_text(text: str | None) -> str | None:
+    """`one_line` for a value that may be absent (an outcome's error)."""
+    return None if text is None else one_line(text)
+
+
 def clean_text(value: object, limit: int) -> str:
     """A string safe to encode as JSON and log: valid UTF-8 (lone surrogates replaced), at most `limit`."""
     if isinstance(value, str):

@@ -173,3 +173,19 @@ async def test_a_preview_names_the_url_delivery_dials(worker: WorkerProcess) -> 
         assert preview["path"] == payload["p"], "the transform's own suffix, as it gave it"
     finally:
         await runner.cleanup()
+
+
+async def test_a_payload_that_fails_a_transform_cannot_forge_a_log_line(worker: WorkerProcess) -> None:
+    """The transform's error quotes the payload; the log lines that carry it keep it on one line."""
+    forged = "[2026-11-29 12:00:00,000] [1] [INFO] receiver_id=rcv_payroll delivered msg_id=FORGED"
+    async with DispatcherClient(worker.url, TOKEN) as api:
+        rid = (await api.create_receiver("http://127.0.0.1:9/never",
+                                         transform={"body": {"$eval": "fromNow(payload.x)"}}))["id"]
+        await api.send_message(rid, "t.forge", {"x": f"soon\n{forged} reason=planted\u2028"}, id="forge-1")
+        letter = await status_of(api, rid, "forge-1", "dead_lettered")
+    assert letter["reason"] == "transform_error" and forged in letter["detail"], "the letter keeps it whole"
+    lines = worker.log_path.read_text(errors="replace").splitlines()
+    assert not [line for line in lines if line.startswith("[2026-11-29 12:00:00,000]")], "a forged line"
+    mine = [line for line in lines if "msg_id=forge-1" in line]
+    assert any("transform failed" in line for line in mine) and any("dead-lettered" in line for line in mine)
+    assert all("reason=planted" not in line and "\u2028" not in line for line in mine), mine

@@ -129,7 +129,9 @@ def test_an_unknown_id_is_refused() -> None:
     "raw",
     [b"{}", b"[]", b"not json", b'{"id": "x", "tenant": "a", "secret_hash": "00", "created_at": 1}',
      orjson.dumps({**orjson.loads(encode_record(minted()[1])), "secret_hash": "ab"}),
-     orjson.dumps({**orjson.loads(encode_record(minted()[1])), "created_at": "soon"})],
+     orjson.dumps({**orjson.loads(encode_record(minted()[1])), "created_at": "soon"}),
+     # a tenant no mint would give: it would reach log lines and scope checks as it is
+     orjson.dumps({**orjson.loads(encode_record(minted()[1])), "tenant": "acme\n[2026-11-29] FORGED"})],
 )
 def test_a_record_that_is_not_one_is_refused(raw: bytes) -> None:
     with pytest.raises((ValueError, TypeError, KeyError)):
