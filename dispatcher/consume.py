@@ -44,8 +44,8 @@ from .domain import actor
 from .domain.errors import InvalidInput
 from .domain.record_seal import RESERVED_CLAIMS, is_sealed
 from .domain.records import ReceiverControl, ReceiverUpsert, decode_command, decode_request
+from .domain.throttle import Throttle
 from .domain.untrusted import broker_time, log_token, one_line
-from .logs import Throttle
 from .overrides.app import DispatcherApp
 from .table_writer import WriteRefused
 from .tracing import header_traceparent

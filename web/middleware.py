@@ -13,9 +13,9 @@ import orjson
 from aiohttp import web
 
 from dispatcher.domain.errors import InvalidInput
+from dispatcher.domain.throttle import Throttle
 from dispatcher.domain.tokens import ADMIN, Principal, parse_token, refusal
 from dispatcher.domain.untrusted import log_token, one_line
-from dispatcher.logs import Throttle
 
 from .engine import ENGINE
 from .scopes import ADMIN_ONLY, PRINCIPAL, route_access

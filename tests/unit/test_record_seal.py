@@ -9,7 +9,7 @@ from dispatcher.domain.errors import InvalidInput
 from dispatcher.domain.events import copy_id
 from dispatcher.domain.record_seal import SEAL_HEADER, WORKER_ONLY_FIELDS, is_sealed, seal, seal_key
 from dispatcher.domain.records import Message, decode_request, encode_message_record
-from dispatcher.logs import Throttle
+from dispatcher.domain.throttle import Throttle
 
 KEY = seal_key("token-of-the-group")
 COPY = Message("m1", "r1", "a.b", {"x": 1}, {}, 5.0, replay_of=3, from_event=True, time_note="late")
