@@ -7,7 +7,8 @@ claimed them would walk past the filter a receiver set. So a worker seals each r
 there: a keyed BLAKE2b MAC of the receiver id and the value, under a key drawn from the API token
 every worker of the group is given (BLAKE2b: a fifth to a third of HMAC-SHA256's CPU here, on each
 fan-out copy). A record whose seal is missing or wrong has those fields dropped and is taken as the
-producer's plain message it is; one that takes an id of the dispatcher's own forms is dead-lettered.
+producer's plain message it is; one that takes an id of the dispatcher's own forms goes by the id of
+its own position instead.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import hmac
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
-
-from .errors import InvalidInput
 
 SEAL_HEADER = "webhook-dispatcher-seal"
 WORKER_ONLY_FIELDS = ("replay_of", "from_event", "time_note")
@@ -69,10 +68,11 @@ RESERVED_CLAIMS = (*WORKER_ONLY_FIELDS, "an evt_ or kafka_ id")
 
 def without_unvouched_claims(data: dict[str, Any], vouched: Callable[[], bool]) -> dict[str, Any]:
     """A record's fields as a producer's record may set them, unless `vouched()` (asked only of a
-    record that claims more) says a worker wrote it: worker-only fields dropped, a reserved id refused."""
+    record that claims more) says a worker wrote it: worker-only fields dropped, and a reserved id
+    too, so the record goes by its own position's id (`kafka_<partition>_<offset>`, which no other
+    record has). Not refused: a worker's record sealed under another token, or written before
+    seals, is still delivered."""
     if not claims_worker_fields(data) or vouched():
         return data
-    if is_reserved_id(data.get("id")):
-        raise InvalidInput("id", "evt_<24 hex digits> and kafka_<partition>_<offset> are the ids the "
-                           "dispatcher gives event copies and id-less records", code="malformed")
-    return {k: v for k, v in data.items() if k not in WORKER_ONLY_FIELDS}
+    reserved = is_reserved_id(data.get("id"))
+    return {k: v for k, v in data.items() if k not in WORKER_ONLY_FIELDS and not (reserved and k == "id")}
