@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from dispatcher.broker import free_port
-from tests.harness import TOKEN, Api, Receiver, WorkerProcess, wait_assigned, wait_until
+from tests.harness import TOKEN, Api, Receiver, WorkerProcess, wait_assigned, wait_until, wait_until_read
 
 pytestmark = [pytest.mark.adversarial, pytest.mark.integration]
 
@@ -135,8 +135,13 @@ async def test_workers_bound_to_0_0_0_0_route_to_their_advertised_urls(
         await wait_until(lambda: len(server.completed) == len(rids), 60, "one delivery each")
         owners = set()
         for rid in rids:
-            answers = [await api.call("GET", f"/v1/receivers/{rid}/state") for api in apis]
-            assert [a[0] for a in answers] == [200, 200], answers
+            async def both(rid: str = rid) -> list[tuple[int, Any]]:
+                return [await api.call("GET", f"/v1/receivers/{rid}/state") for api in apis]
+
+            # The receiver has answered; its outcome reaches the owner's actor a moment later.
+            answers = await wait_until_read(
+                both, lambda found: all(s == 200 and body["delivered_seq"] == 1 for s, body in found), 30,
+                f"{rid} delivered, as both workers tell")
             assert answers[0][1] == answers[1][1], rid
             state = answers[0][1]
             owner = next(i for i, p in enumerate(parts) if state["partition"] in p)
