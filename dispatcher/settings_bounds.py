@@ -1,10 +1,11 @@
 """The range of every numeric setting, checked when the worker reads its environment.
 
-A value out of range (a negative timeout, a zero tick, `nan`, a cap of a terabyte) would not fail
-at start: it would spin a timer loop, stall deliveries or take the memory later. So each one is
-refused up front, naming the variable and the range. The receiver-level bounds of the same knobs
-(a receiver's `retry`, `backlog_max`, `batch_max_bytes`) are the worker's bounds too, so a default
-is never something a receiver could not be given.
+A value out of range would not fail at start: a tick of 0 raised in the timer wheel once a receiver
+first needed a timer, a fetch wait of 0 polled without a pause, a breaker window over 64 made a
+receiver's state unsavable, a response cap of gigabytes would be held per request. So each one is
+refused up front, naming the variable and the range. The receiver-level bounds of the same knobs (a
+receiver's `retry`, `backlog_max`, `batch_max_bytes`) are the worker's bounds too, so a default is
+never something a receiver could not be given.
 """
 
 from __future__ import annotations
@@ -103,15 +104,15 @@ BOUNDS: dict[str, Bound] = {
     "max_asked_pause": at_least(0, 30 * DAY),
     "attempt_log": at_least(0, 10_000),
     "dead_letters_keep": at_least(0, 10_000_000),
-    # A tick of 0 would turn the timer wheels into a busy loop.
+    # The timer wheel refuses a tick of 0, but only once a receiver first needs a timer.
     "timer_resolution": at_least(0.001, 10),
     # intake
     "max_payload": at_least(1, 64 * MIB),
     "max_batch": at_least(1, MAX_BATCH),
     "max_request_body": at_least(1, GIB),
     "max_record_bytes": at_least(64 * KIB, GIB),
-    # A record read again after a crash (up to the last commit, however late) is known by its id
-    # only while the id is remembered: below an hour a restart would take it in again.
+    # A record read again after a crash (from the last commit on, however late) is known by its id
+    # only while the id is remembered: an hour at least, so a restart after a short outage does.
     "dedup_window": at_least(HOUR, 365 * DAY),
     "retain_seconds": at_least(0, 365 * DAY),
     # the consumer group, the changelog and the event loop
