@@ -51,4 +51,3 @@ def quiet_libraries(root: logging.Logger, level: int, libraries: int = logging.W
     chatter = LibraryChatter(libraries)
     for handler in root.handlers:
         handler.addFilter(chatter)
-

@@ -101,7 +101,6 @@ class Dispatcher:
         parts = build_actor_parts(settings, self.table, self.partition_of, transport, self.timers, outlets,
                                   self.names["requests"])
         self.store, self.deliverer, self.runner = parts.store, parts.deliverer, parts.runner
-        self._seal_key = parts.runner.seal_key
         self.feed = SubscriptionFeed(
             self.names["subscriptions"], settings.partitions, client_options(app, "subscriptions"),
             declare=self.topology.subscriptions.maybe_declare, idle_poll_ms=settings.feed_idle_wait_ms,
@@ -174,16 +173,12 @@ class Dispatcher:
         """Produce to the requests topic and wait until every record is acked (marked as the API's:
         a fan-out copy says so in its value), each sealed as a worker's (record_seal.py)."""
         headers = API_HEADERS + self.tracing.record_headers() if self.tracing.enabled else API_HEADERS
-        key = self._seal_key
+        key = self.runner.seal_key
         if key is None:
             await _send_all(self.topology.requests, records, headers)
-            return
-        topic = self.topology.requests
-        futures = [await topic.send(key=rid.encode(), value=value,
-                                    headers=[*headers, (SEAL_HEADER, seal(key, rid, value))])
-                   for rid, value in records]
-        for fut in futures:
-            await fut
+        else:
+            await _send_all(self.topology.requests, records,
+                            lambda rid, value: [*headers, (SEAL_HEADER, seal(key, rid, value))])
 
     async def produce_commands(self, records: list[tuple[str, bytes]]) -> None:
         """Produce the API's configuration and control records to the commands topic (workers only)."""
@@ -372,8 +367,11 @@ class Dispatcher:
 
 
 async def _send_all(topic: Any, records: list[tuple[str, bytes]], headers: Any = None) -> None:
-    """Produce records keyed by receiver id, then wait until the broker has every one."""
-    futures = [await topic.send(key=rid.encode(), value=value, headers=headers) for rid, value in records]
+    """Produce records keyed by receiver id, then wait until the broker has every one. `headers`: the
+    same for every record, or made for each from its receiver id and value."""
+    futures = [await topic.send(key=rid.encode(), value=value,
+                                headers=headers(rid, value) if callable(headers) else headers)
+               for rid, value in records]
     for fut in futures:
         await fut
 
