@@ -187,20 +187,26 @@ class _Connection(asyncio.Protocol):
         if self.wire_bytes - len(self.body) > _NON_BODY_LIMIT:
             self._fail(DeliveryError(f"an answer over {_NON_BODY_LIMIT} bytes on the wire besides its body"))
             return
-        if not self.headers_done:
-            self.head_bytes += len(data)
-            if self.head_bytes > _HEAD_LIMIT:
-                self._fail(DeliveryError(f"response headers over {_HEAD_LIMIT} bytes"))
-                return
+        head_open = not self.headers_done
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._fail(DeliveryError("the receiver switched protocols"))
+            return
         except httptools.HttpParserCallbackError as exc:  # a limit of ours, raised in a callback
             cause = exc.__context__
             self._fail(cause if isinstance(cause, DeliveryError) else DeliveryError(str(exc)))
+            return
         except httptools.HttpParserError as exc:
             self._fail(DeliveryError(f"bad HTTP response: {exc}"))
+            return
+        # Counted only while the head is still open after the read: a read that ends the head may
+        # carry body bytes after it, which are not head (the caps on each header bound that read's
+        # share of the head, and a head that never ends is stopped here within one read).
+        if head_open and not self.headers_done:
+            self.head_bytes += len(data)
+            if self.head_bytes > _HEAD_LIMIT:
+                self._fail(DeliveryError(f"response headers over {_HEAD_LIMIT} bytes"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,16 @@ import pytest
 import trustme
 
 from dispatcher.domain.addresses import AllowList, TargetPolicy
-from dispatcher.http1 import Http1Transport
+from dispatcher.http1 import _HEAD_LIMIT, Http1Transport, _Connection
 from dispatcher.target_guard import TargetGuard
-from dispatcher.transport import AiohttpTransport, DeliveryError, NotSent, Transport
+from dispatcher.transport import (
+    MAX_HEADER_LINE,
+    MAX_RESPONSE_HEADERS,
+    AiohttpTransport,
+    DeliveryError,
+    NotSent,
+    Transport,
+)
 from tests.harness import Handler, ScriptedReceiver, answering, tls_receiver, wait_until
 
 pytestmark = pytest.mark.integration
@@ -223,6 +231,31 @@ async def test_http1_reads_a_whole_answer_at_the_head_limit_in_one_byte_chunks(s
     finally:
         await transport.close()
     assert (resp.status, resp.body_prefix) == (200, bytes(97 + i % 26 for i in range(cap)))
+
+
+async def test_http1_counts_body_bytes_read_with_the_heads_end_as_body(serve) -> None:
+    """A read that ends a head near its limit may carry much of the body: those bytes are not head.
+
+    The kernel decides where reads split, so the read is given to the connection whole here,
+    as the event loop would hand it over: a head of 64 headers at their line cap, then 256 KiB of body.
+    """
+    lines = [b"x-h%02d: %s\r\n" % (i, b"v" * (MAX_HEADER_LINE - 7)) for i in range(MAX_RESPONSE_HEADERS - 1)]
+    head = b"HTTP/1.1 200 OK\r\ncontent-length: 262144\r\n" + b"".join(lines) + b"\r\n"
+    answer = head + b"b" * 262144
+    assert len(head) < _HEAD_LIMIT < len(answer)
+    ours, theirs = socket.socketpair()
+    loop = asyncio.get_running_loop()
+    conn = _Connection((False, "127.0.0.1", 1, b""), 1 << 20)
+    transport, _ = await loop.create_connection(lambda: conn, sock=ours)
+    try:
+        transport.pause_reading()  # the answer comes only as the one read below
+        waiter = conn.send(b"POST / HTTP/1.1\r\n\r\n", b"")
+        conn.data_received(answer)
+        status, _, body = await waiter
+    finally:
+        transport.close()
+        theirs.close()
+    assert (status, len(body)) == (200, 262144)
 
 
 async def test_silence_ends_in_a_timeout_and_a_closed_port_in_an_error(make, serve) -> None:
