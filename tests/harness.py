@@ -258,6 +258,12 @@ class Receiver:
     def _count_concurrent(self) -> None:
         self.max_concurrent = max(self.max_concurrent, self.concurrent)
 
+    def count_afresh(self) -> None:
+        """Start `max_concurrent` again from the requests open now, counted as each new one is:
+        a moment later, so one whose client has hung up (and not yet been noticed) is not counted."""
+        self.max_concurrent = 0
+        asyncio.get_running_loop().call_later(COUNT_AFTER_S, self._count_concurrent)
+
     async def _handle_get(self, request: web.Request) -> web.Response:
         delivery = Delivery(
             request.match_info["path"], time.time(), {k.lower(): v for k, v in request.headers.items()}, b""

@@ -83,7 +83,7 @@ async def test_bad_receivers_go_to_the_slow_lane_and_fast_ones_keep_flowing(api:
         for rid in slow + hang:
             await api.eventually_state(rid, lane_is("slow"), 60, f"{rid} in the slow lane")
         # From here every attempt of a bad receiver starts in the slow lane.
-        bad_server.max_concurrent = bad_server.concurrent
+        bad_server.count_afresh()
 
         for n in range(1, 6):
             await api.send_batch([message(rid, n) for rid in fast])
