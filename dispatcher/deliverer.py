@@ -81,6 +81,7 @@ class Job:
     heartbeat: int = -1  # a heartbeat's last_seq; -1: not a heartbeat
     slot: int = 0  # the seq of an unordered receiver's attempt; 0: the receiver's one job
     task: asyncio.Task[None] | None = None
+    tenant: str = ""  # the receiver's tenant ("": none), whose share of the lane the job uses
 
 
 def lane_limits(fast: int, slow: int) -> dict[str, int]:
@@ -147,6 +148,8 @@ class Deliverer:
             "limits": dict(self.pool.limits),
             "waiting_for_slot": self.pool.waiting,
             "hosts_posting": len(self.pool.host_used),
+            "tenant_limits": dict(self.pool.tenant_limits),
+            "tenants_posting": len({tenant for _, tenant in self.pool.tenant_used}),
         }
 
     def start(
@@ -177,6 +180,7 @@ class Deliverer:
             return
         job.token = self._next_token()
         job.host = host_of(job.config.url)
+        job.tenant = job.config.tenant or ""
         jobs[job.slot] = job
         if job.lane is Lane.SLOW and self._queue_slow is not None:
             self._queue_slow(job)
@@ -201,19 +205,19 @@ class Deliverer:
         """Post now if the lane and the host have a slot, else wait for one."""
         if not self.waiting(job):
             return
-        if self.pool.try_acquire(job.lane, job.host):
+        if self.pool.try_acquire(job.lane, job.host, job.tenant):
             job.task = asyncio.create_task(self._run(job))
         else:
-            self.pool.park(job.lane, job.host, job)
+            self.pool.park(job.lane, job.host, job, job.tenant)
 
-    def _free_slot(self, lane: str, host: str) -> None:
-        pending = self.pool.release(lane, host)
+    def _free_slot(self, done: Job) -> None:
+        pending = self.pool.release(done.lane, done.host, done.tenant)
         while pending:
-            lane, host, job = pending.pop()
+            job = pending.pop()[2]
             if self.waiting(job):
                 job.task = asyncio.create_task(self._run(job))
             else:  # dropped while it waited
-                pending += self.pool.release(lane, host)
+                pending += self.pool.release(job.lane, job.host, job.tenant)
 
     async def ping(self, receiver_id: str, config: ReceiverConfig) -> Outcome:
         """A ping asked for through the API: posted now, outside the receiver's slot."""
@@ -267,7 +271,7 @@ class Deliverer:
     async def _run(self, job: Job) -> None:
         """Post (holding the job's slots), then report the outcome to the actor."""
         if not self.may_post(job.partition):  # waited for a slot across a stall: ownership in doubt
-            self._free_slot(job.lane, job.host)
+            self._free_slot(job)
             self._held_back(job)
             return
         held_back = False
@@ -282,7 +286,7 @@ class Deliverer:
                               0.0, self._clock(), attempt=job.attempt, probe=job.probe,
                               heartbeat=job.heartbeat >= 0)
         finally:
-            self._free_slot(job.lane, job.host)
+            self._free_slot(job)
         if held_back:
             self._held_back(job)
         if outcome is None:

@@ -99,11 +99,12 @@ class Settings:
     secret_grace: float = 86400.0  # how long a rotated-out secret still signs
     ui_session_ttl: float = 43200.0  # seconds a developer-console login lasts (web/ui/session.py)
     # isolation: in-flight POSTs per worker (0: from the file-descriptor limit),
-    # per host (`host_limits` overrides: "host=n,host=n"), and the slow lane's
-    # own budget and pace
+    # per host (`host_limits` overrides: "host=n,host=n"), a tenant's share of
+    # each lane, and the slow lane's own budget and pace
     max_in_flight: int = 0
     host_limit: int = 64
     host_limits: str = ""
+    tenant_share: float = 0.5  # of each lane's slots, for one tenant's receivers at once (1: no cap)
     slow_lane_in_flight: int = 16
     slow_lane_rate: float = 50.0  # slow-lane POSTs per second per worker
     # penalty box: p90 of the last `slow_window` answers over `slow_after_ms`
@@ -282,7 +283,7 @@ class Settings:
         with _as_settings_error():
             overrides = parse_host_limits(self.host_limits, "DISPATCHER_HOST_LIMITS")
         lanes: dict[str, int] = {Lane.FAST: self.fast_lane_in_flight(), Lane.SLOW: self.slow_lane_in_flight}
-        return SlotPool(lanes, self.host_limit, overrides)
+        return SlotPool(lanes, self.host_limit, overrides, self.tenant_share)
 
 
 @contextlib.contextmanager

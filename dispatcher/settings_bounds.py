@@ -78,6 +78,7 @@ BOUNDS: dict[str, Bound] = {
     "max_in_flight": at_least(0, 1 << 20),
     "host_limit": at_least(1, 1 << 20),
     "slow_lane_in_flight": at_least(1, 1 << 20),
+    "tenant_share": above(0, 1),
     "slow_lane_rate": above(0, 1e6),
     "slow_after_ms": at_least(0, HOUR * 1000),
     # The answers kept are saved with the receiver's state on every change.

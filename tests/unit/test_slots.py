@@ -77,6 +77,32 @@ def test_drop_forgets_waiters() -> None:
     assert p.release("fast", "a") == [("fast", "b", "p2-y")]
 
 
+def test_a_tenant_holds_at_most_its_share_of_each_lane_and_untenanted_receivers_none() -> None:
+    p: SlotPool[str] = SlotPool({"fast": 10, "slow": 3}, 100, {}, tenant_share=0.5)
+    assert p.tenant_limits == {"fast": 5, "slow": 1}, "a share rounds down, but never below one slot"
+    assert sum(p.try_acquire("fast", f"h{i}", "acme") for i in range(10)) == 5
+    assert sum(p.try_acquire("slow", "h", "acme") for _ in range(3)) == 1
+    assert p.try_acquire("fast", "h", "globex"), "another tenant still has room"
+    assert sum(p.try_acquire("fast", "h", "") for _ in range(10)) == 4, "untenanted: only the lane's bound"
+    assert p.used == {"fast": 10, "slow": 1}
+    assert p.tenant_used == {("fast", "acme"): 5, ("slow", "acme"): 1, ("fast", "globex"): 1}
+
+
+def test_a_freed_slot_skips_a_tenant_at_its_share_for_the_next_waiter() -> None:
+    p: SlotPool[str] = SlotPool({"fast": 4}, 100, {}, tenant_share=0.5)
+    assert p.try_acquire("fast", "a", "acme") and p.try_acquire("fast", "b", "acme")
+    assert p.try_acquire("fast", "c", "") and p.try_acquire("fast", "d", "")
+    p.park("fast", "a", "acme-1", "acme")
+    p.park("fast", "a", "globex-1", "globex")  # the same host, another tenant: not behind acme's
+    assert p.release("fast", "c") == [("fast", "a", "globex-1")]
+    assert p.release("fast", "d") == [], "acme holds its share; the lane slot stays free"
+    assert p.release("fast", "b", "acme") == [("fast", "a", "acme-1")]
+    assert p.waiting == 0 and p.tenant_used == {("fast", "acme"): 2, ("fast", "globex"): 1}
+    for host, tenant in (("a", "acme"), ("a", "acme"), ("a", "globex")):
+        p.release("fast", host, tenant)
+    assert p.used == {"fast": 0} and p.tenant_used == {} and p.host_used == {}
+
+
 def test_parse_host_limits() -> None:
     assert parse_host_limits(" Hooks.Example.com=50, [::1]=3 ,", "X") == {"hooks.example.com": 50, "::1": 3}
     for bad, why in [("a.com", "host=limit"), ("a.com=x", "whole number"), ("a.com=0", "at least 1"),
