@@ -12,10 +12,12 @@ sequence). Scenarios, in order:
 3. drain     N messages of 1 KiB to R ordered receivers, produced to the requests
              topic while no worker runs; first to last delivery, worker CPU, order
 4. latency   paced messages through `POST /v1/messages`; receiver arrival - API answer
-5. ingest    messages accepted per second through `POST /v1/messages/batch`
-6. memory    worker RSS with 0, and then more, registered idle receivers, and with
+5. events    sparse paced events through `POST /v1/events` to a few subscribed receivers:
+             the API's answer, and the event call -> each copy's arrival (fan-out included)
+6. ingest    messages accepted per second through `POST /v1/messages/batch`
+7. memory    worker RSS with 0, and then more, registered idle receivers, and with
              one (paused) receiver holding a backlog
-7. recovery  kill -9 the worker holding the registered receivers, start another:
+8. recovery  kill -9 the worker holding the registered receivers, start another:
              seconds to the first delivery and to every partition recovered
 
 Figures are printed, never asserted; the JSON of every run goes to bench/results/.
@@ -51,6 +53,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from dispatcher.broker import EmbeddedBroker, free_ports
+from dispatcher.domain.events import copy_id
 from dispatcher.domain.ids import new_id
 from dispatcher.domain.records import Message, ReceiverConfig, encode_message_record, encode_upsert_record
 from dispatcher.partitioning import partitioner
@@ -62,7 +65,7 @@ from .isolation import percentiles
 from .nginx import Hit, NginxReceiver
 from .runs import RESULTS, run_on, save, worker_loop
 
-SCENARIOS = ("ceiling", "floor", "drain", "latency", "ingest", "memory", "recovery")
+SCENARIOS = ("ceiling", "floor", "drain", "latency", "events", "ingest", "memory", "recovery")
 # Chosen by name only (`--only`): bench/perf2.py and bench/peers.py, each beside its own ceiling,
 # and bench/steady.py.
 EXTRA_MODULES = (perf2, peers, steady)
@@ -73,9 +76,10 @@ HEAP_TRIM = 2.0  # seconds between heap trims of the memory scenario's worker
 
 FULL = {"messages": 20_000, "receivers": 1_000, "body_bytes": 1024, "rate": 200, "seconds": 10.0,
         "ingest_messages": 20_000, "idle_receivers": [100_000, 1_000_000], "backlog": 100_000,
-        "recovery_receivers": 100_000, "repeats": 3}
+        "recovery_receivers": 100_000, "repeats": 3, "events": 40, "event_rate": 4.0, "subscribers": 5}
 QUICK = {"messages": 400, "receivers": 20, "body_bytes": 1024, "rate": 50, "seconds": 1.0,
-         "ingest_messages": 2_000, "idle_receivers": [500], "backlog": 500,
+         "events": 8, "event_rate": 4.0, "subscribers": 3, "ingest_messages": 2_000,
+         "idle_receivers": [500], "backlog": 500,
          "recovery_receivers": 300, "repeats": 1}
 
 
@@ -585,6 +589,53 @@ async def paced(bench: Bench, worker: WorkerProcess, ids: list[str], nginx: Ngin
             "from_api_call": percentiles(from_call), "api_answer": percentiles(api_ms)}
 
 
+async def events(bench: Bench) -> dict[str, Any]:
+    """`events` events at `event_rate` a second through POST /v1/events, each to `subscribers` receivers.
+
+    Sparse on purpose: a platform's events often come a few a second, so the subscription feed that
+    each fan-out syncs with is quiet between them (its poll at its idle wait).
+    """
+    worker, _ = await running_worker(bench, bench.sizes["receivers"])
+    count, rate, subscribers = bench.sizes["events"], bench.sizes["event_rate"], bench.sizes["subscribers"]
+    api = Api(worker.url)
+    calls: dict[str, tuple[float, float]] = {}  # event id -> (call start, 202 received)
+    start_hits = len(bench.nginx.read())
+    try:
+        known = (await worker.readyz())["subscriptions"]["receivers"]
+        ids = [(await api.create_receiver(bench.nginx.url(f"ev_{i}"), event_types=["bench.event"]))["id"]
+               for i in range(subscribers)]
+        wanted = known + len(ids)
+        await wait_for_read(lambda: worker.readyz(), lambda r: r["subscriptions"]["receivers"] >= wanted,
+                            30.0, "the subscriptions")
+        await asyncio.sleep(2.0)  # a quiet spell before the first event, as between sparse events
+        t_start = time.monotonic()
+        for n in range(count):  # bounded: `count` events
+            await asyncio.sleep(max(0.0, t_start + n / rate - time.monotonic()))
+            event_id = f"ev_{n}"
+            t0 = time.time()
+            status, _ = await api.call("POST", "/v1/events", {"event_type": "bench.event", "id": event_id,
+                                                              "payload": {"n": n}})
+            if status == 202:
+                calls[event_id] = (t0, time.time())
+        copies = {copy_id(e, rid): e for e in calls for rid in ids}
+
+        def arrived() -> dict[str, Hit]:
+            found: dict[str, Hit] = {}
+            for h in bench.nginx.read()[start_hits:]:
+                if h.msg_id in copies:
+                    found.setdefault(h.msg_id, h)
+            return found
+
+        await wait_for(lambda: len(arrived()) >= len(copies), 60, "every copy of the events")
+        found = arrived()
+    finally:
+        await api.close()
+    from_call = [found[c].at + 0.0005 - calls[e][0] for c, e in copies.items() if c in found]
+    return {"events": count, "rate": rate, "subscribers": subscribers, "accepted": len(calls),
+            "copies": len(copies), "delivered": len(found), "from_event_call": percentiles(from_call),
+            "api_answer": percentiles([b - a for a, b in calls.values()])}
+
+
 async def post_batches(url: str, batches: list[list[dict[str, Any]]], callers: int) -> float:
     """POST every batch, `callers` calls at a time; return the seconds it took."""
     api = Api(url)
@@ -792,6 +843,13 @@ def print_table(result: dict[str, Any]) -> None:
         b = lat["from_api_call"]
         rows.append(("  from the API call", f"p50 {b.get('p50_ms')} ms",
                      f"p99 {b.get('p99_ms')} ms (API answer p50 {lat['api_answer'].get('p50_ms')} ms)"))
+    if "events" in result:
+        ev = result["events"]
+        c = ev["from_event_call"]
+        rows.append((f"events {ev['rate']}/s x {ev['subscribers']} receivers: call -> copy",
+                     f"p50 {c.get('p50_ms')} ms", f"p99 {c.get('p99_ms')} max {c.get('max_ms')} ms; "
+                     f"API answer p50 {ev['api_answer'].get('p50_ms')} p99 {ev['api_answer'].get('p99_ms')}"
+                     f" ms; {ev['delivered']}/{ev['copies']} copies"))
     if "ingest" in result:
         i = result["ingest"]["accepted_per_s"]
         rows.append(("ingest: POST /v1/messages/batch", f"{i['median']:,.0f}/s", f"min {i['min']:,.0f} "

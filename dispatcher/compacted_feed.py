@@ -13,7 +13,10 @@ everything the topic held at some moment after `since`. The API waits until a
 record is acked before it answers, so whatever a worker reads after a sync
 started after that answer finds it. One barrier (a ListOffsets, then reading
 up to those ends) serves every waiter whose `since` is older than its start, so
-a backlog of waiters shares one.
+a backlog of waiters shares one. Its ListOffsets goes out on a connection of its
+own: a broker answers one connection's requests in order, so on the reader's it
+waited behind the reader's long poll (up to the quiet feed's 1 s), and every
+event's fan-out and `POST /v1/events` with it.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class CompactedFeed(Service):
         self._progress = asyncio.Event()  # set whenever the reader has applied a fetch or restarted
         self._synced_at = float("-inf")  # monotonic: the index held the whole topic as of then
         self._barrier: asyncio.Task[None] | None = None
+        self._ends_reader: AIOKafkaConsumer | None = None  # asks the ends only; started at the first sync
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """Put one record (None: a tombstone) into the index."""
@@ -94,7 +98,7 @@ class CompactedFeed(Service):
             await self._wait_progress()
         consumer: Any = self._consumer
         tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
-        ends = await consumer.end_offsets(tps)
+        ends = await self._end_offsets(tps)
         for tp in tps:
             # ListOffsets may stop short of a last batch's end (the embedded broker); a fetch's is exact.
             end = max(ends[tp], consumer.highwater(tp) or 0)
@@ -103,6 +107,28 @@ class CompactedFeed(Service):
                     raise RuntimeError(f"the {self.what} reader restarted")
                 await self._wait_progress()
         self._synced_at = max(self._synced_at, started)
+
+    async def _end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """ListOffsets, on a consumer with no assignment (it never polls), not behind the reader's fetch."""
+        if self._ends_reader is None:
+            if self.should_stop:
+                raise RuntimeError(f"the {self.what} feed is stopping")
+            reader = AIOKafkaConsumer(enable_auto_commit=False, **self._consumer_options)
+            try:
+                await reader.start()
+                if self.should_stop:  # stopped while it started: on_stop did not see it
+                    raise RuntimeError(f"the {self.what} feed is stopping")
+            except BaseException:
+                await reader.stop()
+                raise
+            self._ends_reader = reader
+        ends: dict[TopicPartition, int] = await self._ends_reader.end_offsets(tps)
+        return ends
+
+    async def on_stop(self) -> None:
+        if self._ends_reader is not None:
+            reader, self._ends_reader = self._ends_reader, None
+            await reader.stop()
 
     async def _wait_progress(self) -> None:
         self._progress.clear()

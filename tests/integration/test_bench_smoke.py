@@ -45,6 +45,8 @@ async def test_the_suite_runs_every_scenario_and_loses_nothing(tmp_path: Path) -
     assert drain["cpu_above_floor_s_per_1000"] == round(
         drain["cpu_s_per_1000"]["median"] - floor["cpu_s_per_1000"]["median"], 3)
     assert result["latency"]["delivered"] == result["latency"]["sent"]
+    events = result["events"]
+    assert events["accepted"] == events["events"] and events["delivered"] == events["copies"] > 0
     assert result["memory"]["backlog"]["taken_in"]
     # Recovery reports what it saw within its bound (the first delivery after kill -9 has been
     # seen to take from 13 s to over 60 s; see the issue): here only that both variants ran.

@@ -56,3 +56,24 @@ async def test_a_quiet_feed_polls_less_and_a_record_brings_its_poll_back(broker:
         assert wait is not None and wait < 400
     finally:
         await feed.stop()
+
+
+async def test_a_sync_does_not_wait_behind_the_readers_long_poll(broker: EmbeddedBroker) -> None:
+    """A broker answers one connection's requests in order: a barrier's ListOffsets sent on the reader's
+    connection waited for the reader's long poll to end (the quiet feed's 1 s, here 30 s), and every
+    event's fan-out, `POST /v1/events` and an unknown token's 401 waited with it."""
+    host = broker.url.removeprefix("kafka://")
+    topic = f"{new_app_id()}-feed"
+    await create_topic(host, topic, 2)
+    async with AIOKafkaProducer(bootstrap_servers=host) as producer:  # the first fetch returns at once
+        await producer.send_and_wait(topic, b"v1", key=b"k1", partition=0)
+    feed = DictFeed(topic, 2, {"bootstrap_servers": host}, poll_ms=30_000, idle_poll_ms=30_000)
+    await feed.start()
+    try:
+        await wait_until(lambda: feed.caught_up.is_set(), 15, "the feed read the topic")
+        for n in range(3):  # from the second on, the reader's 30 s poll is surely in flight
+            assert await feed.sync(time.monotonic(), 5), f"sync {n} finished while the reader polled"
+        assert feed.index == {b"k1": b"v1"}
+    finally:
+        await feed.stop()
+    assert feed._ends_reader is None, "the feed's stop closed the connection it asked the ends on"
