@@ -593,9 +593,11 @@ async def events(bench: Bench) -> dict[str, Any]:
     """`events` events at `event_rate` a second through POST /v1/events, each to `subscribers` receivers.
 
     Sparse on purpose: a platform's events often come a few a second, so the subscription feed that
-    each fan-out syncs with is quiet between them (its poll at its idle wait).
+    each fan-out syncs with is quiet between them (its poll at its idle wait). A worker of its own:
+    the other scenarios' receivers subscribe to every event type.
     """
-    worker, _ = await running_worker(bench, bench.sizes["receivers"])
+    worker = bench.worker(new_app_id(), "events")
+    await worker.wait_ready()
     count, rate, subscribers = bench.sizes["events"], bench.sizes["event_rate"], bench.sizes["subscribers"]
     api = Api(worker.url)
     calls: dict[str, tuple[float, float]] = {}  # event id -> (call start, 202 received)
@@ -630,6 +632,7 @@ async def events(bench: Bench) -> dict[str, Any]:
         found = arrived()
     finally:
         await api.close()
+        worker.stop()
     from_call = [found[c].at + 0.0005 - calls[e][0] for c, e in copies.items() if c in found]
     return {"events": count, "rate": rate, "subscribers": subscribers, "accepted": len(calls),
             "copies": len(copies), "delivered": len(found), "from_event_call": percentiles(from_call),

@@ -14,9 +14,7 @@ record is acked before it answers, so whatever a worker reads after a sync
 started after that answer finds it. One barrier (a ListOffsets, then reading
 up to those ends) serves every waiter whose `since` is older than its start, so
 a backlog of waiters shares one. Its ListOffsets goes out on a connection of its
-own: a broker answers one connection's requests in order, so on the reader's it
-waited behind the reader's long poll (up to the quiet feed's 1 s), and every
-event's fan-out and `POST /v1/events` with it.
+own (`ends_reader.py`).
 """
 
 from __future__ import annotations
@@ -30,6 +28,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from mode import Service
 
+from .ends_reader import EndsReader
 from .failures import log_failure
 from .fetch_wait import FEED_IDLE_CAP_MS
 from .overrides.fetcher import adapt_fetch_wait
@@ -60,7 +59,7 @@ class CompactedFeed(Service):
         self._progress = asyncio.Event()  # set whenever the reader has applied a fetch or restarted
         self._synced_at = float("-inf")  # monotonic: the index held the whole topic as of then
         self._barrier: asyncio.Task[None] | None = None
-        self._ends_reader: AIOKafkaConsumer | None = None  # asks the ends only; started at the first sync
+        self._ends = EndsReader(consumer)  # not on the reader's connection, behind its long poll
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """Put one record (None: a tombstone) into the index."""
@@ -98,7 +97,7 @@ class CompactedFeed(Service):
             await self._wait_progress()
         consumer: Any = self._consumer
         tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
-        ends = await self._end_offsets(tps)
+        ends = await self._ends.end_offsets(tps)
         for tp in tps:
             # ListOffsets may stop short of a last batch's end (the embedded broker); a fetch's is exact.
             end = max(ends[tp], consumer.highwater(tp) or 0)
@@ -108,27 +107,8 @@ class CompactedFeed(Service):
                 await self._wait_progress()
         self._synced_at = max(self._synced_at, started)
 
-    async def _end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """ListOffsets, on a consumer with no assignment (it never polls), not behind the reader's fetch."""
-        if self._ends_reader is None:
-            if self.should_stop:
-                raise RuntimeError(f"the {self.what} feed is stopping")
-            reader = AIOKafkaConsumer(enable_auto_commit=False, **self._consumer_options)
-            try:
-                await reader.start()
-                if self.should_stop:  # stopped while it started: on_stop did not see it
-                    raise RuntimeError(f"the {self.what} feed is stopping")
-            except BaseException:
-                await reader.stop()
-                raise
-            self._ends_reader = reader
-        ends: dict[TopicPartition, int] = await self._ends_reader.end_offsets(tps)
-        return ends
-
     async def on_stop(self) -> None:
-        if self._ends_reader is not None:
-            reader, self._ends_reader = self._ends_reader, None
-            await reader.stop()
+        await self._ends.close()
 
     async def _wait_progress(self) -> None:
         self._progress.clear()

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from faust.types import TP
+from aiokafka import TopicPartition
 from mode import Service
 from yarl import URL
 
@@ -25,6 +25,7 @@ from .deliverer import API_SLOTS
 from .domain.record_seal import SEAL_HEADER, seal
 from .domain.records import WAKE_RECORD, Outcome, encode_outcome
 from .domain.tokens import TokenRecord, encode_record
+from .ends_reader import EndsReader
 from .event_loop import new_event_loop
 from .failures import log_failure
 from .fanout import FanOut
@@ -35,7 +36,7 @@ from .log_format import logging_config
 from .logs import library_level
 from .metrics import parse_receiver_ids
 from .overrides.app import DispatcherApp, QuietWorker
-from .overrides.highwaters import client_options
+from .overrides.highwaters import client_options, fetched_highwaters
 from .ownership import Ownership
 from .partitioning import partitioner
 from .ports import CannotListen, check_port_free
@@ -110,6 +111,7 @@ class Dispatcher:
             declare=self.topology.tokens.maybe_declare, idle_poll_ms=settings.feed_idle_wait_ms,
         )
         self.ownership = Ownership(app, self.names["requests"], self.runner, self.fence)
+        self._ends = EndsReader(client_options(app, "ends"))
         self._request_ends = SharedEnds(self._read_request_end)
         self.deliverer.may_post = self.ownership.may_post
         self.runner.may_write = self.fence.allows
@@ -301,10 +303,15 @@ class Dispatcher:
 
     async def _read_request_end(self, partition: int) -> int:
         """A requests partition's true end: ListOffsets, raised to what a fetch reports (the embedded
-        broker answers ListOffsets short of a multi-record batch's end; see overrides/highwaters.py)."""
-        tp = TP(self.names["requests"], partition)
-        ends = await self.app.consumer.highwaters(tp)
-        return int(ends.get(tp) or 0)
+        broker answers ListOffsets short of a multi-record batch's end; see overrides/highwaters.py).
+        Asked on a connection of its own, not behind the group consumer's fetch (ends_reader.py)."""
+        tp = TopicPartition(self.names["requests"], partition)
+        end = (await self._ends.end_offsets([tp])).get(tp, 0)
+        if not end:
+            return 0
+        exact = await fetched_highwaters({tp: end}, fetch_max_wait_ms=self.settings.fetch_max_wait_ms,
+                                         **client_options(self.app, "highwaters"))
+        return int(exact[tp])
 
     # ownership ----------------------------------------------------------------
 
@@ -349,6 +356,7 @@ class Dispatcher:
 
     async def _on_shutdown(self, sender: Any = None, **_: Any) -> None:
         await self.deliverer.close()
+        await self._ends.close()
         self.tracing.shutdown()  # export the spans still buffered
 
     def stats(self) -> dict[str, Any]:

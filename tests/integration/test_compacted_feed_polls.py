@@ -76,4 +76,4 @@ async def test_a_sync_does_not_wait_behind_the_readers_long_poll(broker: Embedde
         assert feed.index == {b"k1": b"v1"}
     finally:
         await feed.stop()
-    assert feed._ends_reader is None, "the feed's stop closed the connection it asked the ends on"
+    assert feed._ends._consumer is None, "the feed's stop closed the connection it asked the ends on"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -109,3 +110,21 @@ async def _end_reads(api: Api) -> int:
     status, body = await api.call("GET", "/readyz")
     assert status == 200, body
     return int(body["end_reads"])
+
+
+async def test_an_unknown_id_is_answered_without_waiting_out_the_consumers_long_poll(
+    make_module_worker: Callable[..., WorkerProcess],
+) -> None:
+    """The partition's end is asked on a connection of its own: on the group consumer's, the broker
+    answered it only after the consumer's fetch, a long poll (here 10 s, past the read's 5 s bound,
+    so the read answered 503 instead of 404)."""
+    worker = make_module_worker(DISPATCHER_FETCH_MAX_WAIT_MS="10000")
+    await worker.wait_ready(120)
+    api = Api(worker.url)
+    try:
+        rid = (await api.create_receiver("http://127.0.0.1:9/never", id="ryw-long-poll"))["id"]
+        for n in range(3):  # from the second on, a fetch of the 10 s is surely in flight
+            status, body = await api.call("GET", f"/v1/receivers/{rid}/messages/unknown-{n}")
+            assert (status, body["error"]["code"]) == (404, "not_found"), body
+    finally:
+        await api.close()
