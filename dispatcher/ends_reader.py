@@ -11,6 +11,7 @@ connection is free when asked. It starts at the first question.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -20,10 +21,18 @@ class EndsReader:
     def __init__(self, options: dict[str, Any]) -> None:
         self._options = options  # bootstrap servers, client id, credentials
         self._consumer: AIOKafkaConsumer | None = None
+        self._starting = asyncio.Lock()  # callers at once start one consumer, not one each
         self._closed = False
 
     async def end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        if self._consumer is None:
+        consumer = self._consumer or await self._start()
+        ends: dict[TopicPartition, int] = await consumer.end_offsets(tps)
+        return ends
+
+    async def _start(self) -> AIOKafkaConsumer:
+        async with self._starting:
+            if self._consumer is not None:
+                return self._consumer
             if self._closed:
                 raise RuntimeError("the ends reader is closed")
             consumer = AIOKafkaConsumer(enable_auto_commit=False, **self._options)
@@ -35,8 +44,7 @@ class EndsReader:
                 await consumer.stop()
                 raise
             self._consumer = consumer
-        ends: dict[TopicPartition, int] = await self._consumer.end_offsets(tps)
-        return ends
+            return consumer
 
     async def close(self) -> None:
         self._closed = True
