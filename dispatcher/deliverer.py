@@ -82,6 +82,7 @@ class Job:
     slot: int = 0  # the seq of an unordered receiver's attempt; 0: the receiver's one job
     task: asyncio.Task[None] | None = None
     tenant: str = ""  # the receiver's tenant ("": none), whose share of the lane the job uses
+    holds_slot: bool = False  # its lane's, host's and tenant's: freed once, by whoever ends the job
 
 
 def lane_limits(fast: int, slow: int) -> dict[str, int]:
@@ -149,6 +150,7 @@ class Deliverer:
             "waiting_for_slot": self.pool.waiting,
             "hosts_posting": len(self.pool.host_used),
             "tenant_limits": dict(self.pool.tenant_limits),
+            "tenant_limits_apply": self.pool.shared(),  # receivers of more than one tenant exist
             "tenants_posting": len({tenant for _, tenant in self.pool.tenant_used}),
         }
 
@@ -206,15 +208,22 @@ class Deliverer:
         if not self.waiting(job):
             return
         if self.pool.try_acquire(job.lane, job.host, job.tenant):
+            job.holds_slot = True
             job.task = asyncio.create_task(self._run(job))
         else:
             self.pool.park(job.lane, job.host, job, job.tenant)
 
     def _free_slot(self, done: Job) -> None:
+        """Free the job's slot (once: a task cancelled before its first step never reaches its
+        `finally`, so dropping it frees the slot too) and start the waiters it goes to."""
+        if not done.holds_slot:
+            return
+        done.holds_slot = False
         pending = self.pool.release(done.lane, done.host, done.tenant)
         while pending:
             job = pending.pop()[2]
             if self.waiting(job):
+                job.holds_slot = True
                 job.task = asyncio.create_task(self._run(job))
             else:  # dropped while it waited
                 pending += self.pool.release(job.lane, job.host, job.tenant)
@@ -260,6 +269,7 @@ class Deliverer:
             self._remove(job)
             if job.task is not None:
                 await cancel_quietly(job.task)
+                self._free_slot(job)
 
     async def close(self) -> None:
         await self.drop_partitions({job.partition for jobs in self._jobs.values() for job in jobs.values()})

@@ -119,6 +119,7 @@ class _Connection(asyncio.Protocol):
         self.headers: dict[str, str] = {}
         self.body = bytearray()
         self.header_count = 0
+        self.status_bytes = 0  # of the reason phrase
         self.head_bytes = 0
         self.headers_done = False
         self.answered = False
@@ -201,8 +202,9 @@ class _Connection(asyncio.Protocol):
             self._fail(DeliveryError(f"bad HTTP response: {exc}"))
             return
         # Counted only while the head is still open after the read: a read that ends the head may
-        # carry body bytes after it, which are not head (the caps on each header bound that read's
-        # share of the head, and a head that never ends is stopped here within one read).
+        # carry body bytes after it, which are not head. So a head may pass the limit by at most the
+        # read that ends it (256 KiB; its status line and each header are capped on their own), and
+        # a head that never ends is stopped here within one read.
         if head_open and not self.headers_done:
             self.head_bytes += len(data)
             if self.head_bytes > _HEAD_LIMIT:
@@ -225,6 +227,11 @@ class _Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         if self.complete:  # a second answer to one request: this connection is not reused
             self.keep_alive = False
+
+    def on_status(self, reason: bytes) -> None:
+        self.status_bytes += len(reason)
+        if self.status_bytes > MAX_HEADER_LINE:
+            raise DeliveryError(f"a response status line over {MAX_HEADER_LINE} bytes")
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.header_count += 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -110,6 +111,7 @@ class SubscriptionIndex:
         # Compiled filters of the receivers that have one; receivers with the same filter share it.
         self._filters: dict[bytes, Filter] = {}
         self._compiled: weakref.WeakValueDictionary[bytes, Filter] = weakref.WeakValueDictionary()
+        self._per_tenant: Counter[str | None] = Counter()  # receivers of each tenant (None: untenanted)
 
     def __len__(self) -> int:
         return len(self._subscriptions) + self._everything
@@ -117,6 +119,10 @@ class SubscriptionIndex:
     def __contains__(self, receiver_id: str) -> bool:
         key = receiver_id.encode()
         return key in self._subscriptions or key in self._root.tail.get(None, ())
+
+    def tenants(self) -> int:
+        """How many tenants have receivers, the untenanted ones counting as one."""
+        return len(self._per_tenant)
 
     def tenant_of(self, receiver_id: str) -> tuple[str | None] | None:
         """(the receiver's tenant,) for a subscribed receiver; None for an id the index does not hold."""
@@ -138,6 +144,7 @@ class SubscriptionIndex:
         if compiled is not None:
             self._filters[key] = compiled
         parsed = tuple(dict.fromkeys(tuple(p.split(".")) for p in patterns)) or ((STAR,),)
+        self._per_tenant[tenant] += 1
         if (parsed, tenant) == EVERYTHING:
             self._root.tail.setdefault(None, set()).add(key)
             self._everything += 1
@@ -181,10 +188,19 @@ class SubscriptionIndex:
             if key in self._root.tail.get(None, ()):
                 _discard(self._root.tail, None, key)
                 self._everything -= 1
+                self._forget_one(None)
             return
         patterns, tenant = entry
+        self._forget_one(tenant)
         for pattern in patterns:
             self._unlink(self._root, pattern, 0, key, tenant)
+
+    def _forget_one(self, tenant: str | None) -> None:
+        left = self._per_tenant[tenant] - 1
+        if left:
+            self._per_tenant[tenant] = left
+        else:
+            del self._per_tenant[tenant]
 
     def _unlink(self, node: _Node, pattern: Pattern, i: int, key: bytes, tenant: str | None) -> None:
         part = pattern[i]

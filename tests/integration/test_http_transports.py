@@ -243,19 +243,32 @@ async def test_http1_counts_body_bytes_read_with_the_heads_end_as_body(serve) ->
     head = b"HTTP/1.1 200 OK\r\ncontent-length: 262144\r\n" + b"".join(lines) + b"\r\n"
     answer = head + b"b" * 262144
     assert len(head) < _HEAD_LIMIT < len(answer)
+    status, _, body = await answered_in_one_read(answer)
+    assert (status, len(body)) == (200, 262144)
+
+
+async def answered_in_one_read(answer: bytes) -> tuple[int, dict[str, str], bytes]:
+    """What http1's connection makes of `answer` handed to it as one read, as the event loop would."""
     ours, theirs = socket.socketpair()
-    loop = asyncio.get_running_loop()
     conn = _Connection((False, "127.0.0.1", 1, b""), 1 << 20)
-    transport, _ = await loop.create_connection(lambda: conn, sock=ours)
+    transport, _ = await asyncio.get_running_loop().create_connection(lambda: conn, sock=ours)
     try:
         transport.pause_reading()  # the answer comes only as the one read below
         waiter = conn.send(b"POST / HTTP/1.1\r\n\r\n", b"")
         conn.data_received(answer)
-        status, _, body = await waiter
+        return await waiter
     finally:
         transport.close()
         theirs.close()
-    assert (status, len(body)) == (200, 262144)
+
+
+async def test_http1_refuses_a_status_line_past_the_header_line_cap_even_in_the_read_that_ends_the_head(
+) -> None:
+    """The read that ends a head is not counted against the head's limit, so the status line, like
+    each header, has a cap of its own: a reason phrase of 200 KiB is refused, not read."""
+    answer = b"HTTP/1.1 200 " + b"O" * 200_000 + b"\r\ncontent-length: 2\r\n\r\nok"
+    with pytest.raises(DeliveryError, match="status line over"):
+        await answered_in_one_read(answer)
 
 
 async def test_silence_ends_in_a_timeout_and_a_closed_port_in_an_error(make, serve) -> None:

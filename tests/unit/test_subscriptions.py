@@ -58,6 +58,23 @@ def test_tenant_scoping() -> None:
     assert index.match("invoice.paid", "initech") == {"everyone"}
 
 
+def test_the_index_counts_the_tenants_that_have_receivers() -> None:
+    index = SubscriptionIndex()
+    assert index.tenants() == 0
+    index.put("a1", [], "acme")
+    index.put("a2", ["order.*"], "acme")
+    assert index.tenants() == 1, "one tenant: a deployment of one tenant keeps whole lanes"
+    index.put("u1", [])  # untenanted, of every type
+    index.put("u2", ["order.created"])
+    assert index.tenants() == 2, "the untenanted count as one"
+    index.put("a1", [], None)  # moved out of acme: acme still has a2
+    index.remove("a2")
+    assert index.tenants() == 1
+    for rid in ("a1", "u1", "u2", "u2", "never"):
+        index.remove(rid)
+    assert index.tenants() == 0
+
+
 def test_no_patterns_means_every_type_and_resubscribing_replaces() -> None:
     index = SubscriptionIndex()
     index.put("r", [])
