@@ -207,6 +207,8 @@ class Deliverer:
         """Post now if the lane and the host have a slot, else wait for one."""
         if not self.waiting(job):
             return
+        if self.pool.waiting and self.pool.share_turned_off():  # waiters held for it go first
+            self._start_handed(self.pool.hand_out())
         if self.pool.try_acquire(job.lane, job.host, job.tenant):
             job.holds_slot = True
             job.task = asyncio.create_task(self._run(job))
@@ -219,7 +221,10 @@ class Deliverer:
         if not done.holds_slot:
             return
         done.holds_slot = False
-        pending = self.pool.release(done.lane, done.host, done.tenant)
+        self._start_handed(self.pool.release(done.lane, done.host, done.tenant))
+
+    def _start_handed(self, pending: list[tuple[str, str, Job]]) -> None:
+        """Start the waiters the pool gave slots to; one dropped meanwhile gives its slot back."""
         while pending:
             job = pending.pop()[2]
             if self.waiting(job):
@@ -270,6 +275,8 @@ class Deliverer:
             if job.task is not None:
                 await cancel_quietly(job.task)
                 self._free_slot(job)
+        if self.pool.waiting:  # a waiter given a host's freed slot may have been among those dropped
+            self._start_handed(self.pool.hand_out())
 
     async def close(self) -> None:
         await self.drop_partitions({job.partition for jobs in self._jobs.values() for job in jobs.values()})

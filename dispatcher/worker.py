@@ -106,8 +106,10 @@ class Dispatcher:
             self.names["subscriptions"], settings.partitions, client_options(app, "subscriptions"),
             declare=self.topology.subscriptions.maybe_declare, idle_poll_ms=settings.feed_idle_wait_ms,
         )
-        # A tenant's share of the lanes binds only while receivers of more than one tenant exist.
-        self.deliverer.pool.shared = lambda: self.feed.index.tenants() > 1
+        # A tenant's share of the lanes binds while receivers of more than one tenant exist, and until
+        # the subscription feed is read (before it, the index cannot tell).
+        feed = self.feed
+        self.deliverer.pool.shared = lambda: not feed.caught_up.is_set() or feed.index.tenants() > 1
         self.tokens = TokenFeed(
             self.names["tokens"], TOKEN_PARTITIONS, client_options(app, "tokens"),
             declare=self.topology.tokens.maybe_declare, idle_poll_ms=settings.feed_idle_wait_ms,
