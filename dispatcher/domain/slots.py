@@ -40,14 +40,25 @@ class _Waiters(Generic[T]):
         self.behind_host: dict[str, OrderedDict[str, deque[T]]] = {}  # host -> tenant -> waiters
         self.at_share: set[str] = set()
 
-    def add(self, tenant: str, host: str, item: T) -> None:
+    def add(self, tenant: str, host: str, item: T, host_full: bool, at_share: bool) -> None:
+        """A new waiter, filed where it belongs now: behind its host if that is full, out of the turns
+        if its tenant is at its share (so no release has to find that out first)."""
         behind = self.behind_host.get(host)
         apart = behind.get(tenant) if behind is not None else None
-        if apart is not None:  # it waits behind that host already: in line there
+        if apart is not None:  # its tenant waits behind that host already: in line there
             apart.append(item)
             return
-        self.hosts.setdefault(tenant, OrderedDict()).setdefault(host, deque()).append(item)
-        if tenant not in self.at_share:
+        hosts = self.hosts.get(tenant)
+        if host_full and (hosts is None or host not in hosts):
+            self.behind_host.setdefault(host, OrderedDict())[tenant] = deque((item,))
+            return
+        if hosts is None:
+            hosts = self.hosts[tenant] = OrderedDict()
+        hosts.setdefault(host, deque()).append(item)
+        if at_share:
+            self.turns.pop(tenant, None)
+            self.at_share.add(tenant)
+        elif tenant not in self.at_share:
             self.turns.setdefault(tenant, None)
 
     def reopen(self, tenant: str, host: str, queue: deque[T]) -> None:
@@ -99,7 +110,7 @@ class SlotPool(Generic[T]):
         return True
 
     def park(self, lane: str, host: str, item: T, tenant: str = "") -> None:
-        self._waiting[lane].add(tenant, host, item)
+        self._waiting[lane].add(tenant, host, item, self._host_full(host), self._at_share(lane, tenant))
         self.waiting += 1
 
     def release(self, lane: str, host: str, tenant: str = "") -> list[tuple[str, str, T]]:
