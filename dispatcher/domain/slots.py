@@ -110,6 +110,7 @@ class SlotPool(Generic[T]):
         return True
 
     def park(self, lane: str, host: str, item: T, tenant: str = "") -> None:
+        self._share_check()  # what `at_share` means here is what the next check compares with
         self._waiting[lane].add(tenant, host, item, self._host_full(host), self._at_share(lane, tenant))
         self.waiting += 1
 
@@ -135,8 +136,9 @@ class SlotPool(Generic[T]):
         if not self.waiting:
             return []
         self._share_check()
-        for wait_lane, waiters in self._waiting.items():  # the host has room again, in every lane
-            if waiters.behind_host.get(host):
+        for wait_lane, waiters in self._waiting.items():  # the host has room again, in every lane:
+            self._reopen_one(wait_lane, host)  # its first tenant set apart takes its turn now,
+            if waiters.behind_host.get(host):  # and the next ones if that one does not use it
                 self._unfilled[wait_lane][host] = None
         started: list[tuple[str, str, T]] = []
         for wait_lane in sorted(self._waiting, key=lambda name: name != lane):

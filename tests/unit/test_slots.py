@@ -212,3 +212,33 @@ def test_random_slot_traffic_never_leaves_a_waiter_parked_that_could_start() -> 
                 could = (p.used[lane] < p.limits[lane] and not p._host_full(host)
                          and not p._at_share(lane, tenant))
                 assert not could, (seed, n, lane, host, tenant)
+
+
+def test_a_host_that_frees_a_slot_while_the_lane_is_full_gets_its_waiter_a_turn() -> None:
+    """Its first waiting tenant takes its turn at once, not only once nobody else wants the lane:
+    under another tenant's steady stream it waited for ever, its host idle."""
+    p: SlotPool[str] = SlotPool({"fast": 2}, 1, {"g": 10}, tenant_share=1.0)
+    assert p.try_acquire("fast", "h", "A") and p.try_acquire("fast", "g", "B")  # the lane is full
+    p.park("fast", "h", "A-2", "A")  # h is full too
+    p.park("fast", "g", "B-1", "B")
+    assert p.release("fast", "h", "A") in ([("fast", "h", "A-2")], [("fast", "g", "B-1")])
+    started = []
+    for i in range(2, 6):  # B keeps an attempt waiting
+        p.park("fast", "g", f"B-{i}", "B")
+        started += [item for _, _, item in p.release("fast", "g", "B")]
+    assert "A-2" in started or p.host_used.get("h") == 1, "A's waiter started within B's next releases"
+
+
+def test_a_share_that_stops_applying_again_before_a_release_frees_the_waiters_held_for_it() -> None:
+    p: SlotPool[str] = SlotPool({"fast": 3}, 10, {}, tenant_share=0.5)
+    shared = [False]
+    p.shared = lambda: shared[0]
+    assert p.try_acquire("fast", "h0", "a")
+    assert p.try_acquire("fast", "h1", "b") and p.try_acquire("fast", "h2", "b")
+    p.park("fast", "h3", "W1", "b")
+    assert p.release("fast", "h1", "b") == [("fast", "h3", "W1")]
+    shared[0] = True  # a second tenant's receiver appears: a is at its share
+    p.park("fast", "h4", "W2", "a")
+    shared[0] = False  # ... and goes again before any slot frees
+    assert p.share_turned_off()
+    assert p.release("fast", "h2", "b") == [("fast", "h4", "W2")]
