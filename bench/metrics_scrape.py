@@ -36,7 +36,7 @@ from dispatcher.worker_metrics import LoopLag, WorkerCollector, WorkerFigures, e
 from tests.harness import Api, WorkerProcess, new_app_id
 
 from .isolation import percentiles
-from .nginx import Hit
+from .nginx import Hit, first_arrivals
 from .runs import RESULTS, run_on, save, worker_loop
 from .suite import Bench, body_of, progress, wait_for, wait_for_read
 
@@ -115,11 +115,7 @@ async def paced(bench: Bench, worker: WorkerProcess, ids: list[str], scraping: b
         await asyncio.gather(*tasks)
 
         def arrived() -> dict[str, Hit]:
-            found: dict[str, Hit] = {}
-            for hit in bench.nginx.read()[start_hits:]:
-                if hit.msg_id in answered:
-                    found.setdefault(hit.msg_id, hit)
-            return found
+            return first_arrivals(bench.nginx.read()[start_hits:], answered)
 
         await wait_for(lambda: len(arrived()) >= len(answered), 60, "paced deliveries")
         found = arrived()

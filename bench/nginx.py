@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,6 +86,15 @@ class Hit:
     path: str
     msg_id: str
     seq: int
+
+
+def first_arrivals(hits: Iterable[Hit], wanted: Container[str]) -> dict[str, Hit]:
+    """The first hit of each message id in `wanted`, by id (a retried delivery arrives again)."""
+    found: dict[str, Hit] = {}
+    for hit in hits:
+        if hit.msg_id in wanted:
+            found.setdefault(hit.msg_id, hit)
+    return found
 
 
 # TLS as a receiver would set it up: TLS 1.2 and 1.3, sessions resumable (tickets and a cache).

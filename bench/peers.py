@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from dispatcher.broker import free_port
 
 from .isolation import percentiles
-from .nginx import Hit
+from .nginx import Hit, first_arrivals
 from .peer_jobs import ARQ_MAX_JOBS, ARQ_POLL_DELAY, FUNCTION, LOOP_ENV, QUEUE, REDIS_ENV
 from .perf2 import ratio
 
@@ -326,11 +326,7 @@ async def paced(bench: Bench, peer: Peer, redis: RedisServer) -> dict[str, Any]:
             enqueued[msg_id] = time.time()
 
     def arrived() -> dict[str, Hit]:
-        found: dict[str, Hit] = {}
-        for h in bench.nginx.read()[start_hits:]:
-            if h.msg_id in enqueued:
-                found.setdefault(h.msg_id, h)
-        return found
+        return first_arrivals(bench.nginx.read()[start_hits:], enqueued)
 
     await suite.wait_for(lambda: len(arrived()) >= len(enqueued), 60, f"{peer.name}'s paced deliveries")
     await asyncio.sleep(0.2)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from dispatcher.client import DispatcherProducer
 from tests.harness import new_app_id
 
-from .nginx import Hit
+from .nginx import Hit, first_arrivals
 
 if TYPE_CHECKING:
     from .suite import Bench
@@ -123,11 +123,7 @@ async def _one_run(
         await close()
 
     def arrived() -> dict[str, Hit]:
-        found: dict[str, Hit] = {}
-        for hit in mine()[start_hit:]:
-            if hit.msg_id in wanted:
-                found.setdefault(hit.msg_id, hit)
-        return found
+        return first_arrivals(mine()[start_hit:], wanted)
 
     # Polled every 0.1 s: the bench's own scans share the cores being measured. (The latencies
     # come from nginx's log, not from this poll.)

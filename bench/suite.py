@@ -62,7 +62,7 @@ from tests.harness import Api, WorkerProcess, create_topic, new_app_id
 from . import peers, perf2, steady
 from .floor import FETCH_MAX_WAIT_MS, consume_and_post
 from .isolation import percentiles
-from .nginx import Hit, NginxReceiver
+from .nginx import Hit, NginxReceiver, first_arrivals
 from .runs import RESULTS, run_on, save, worker_loop
 
 SCENARIOS = ("ceiling", "floor", "drain", "latency", "events", "ingest", "memory", "recovery")
@@ -569,11 +569,7 @@ async def paced(bench: Bench, worker: WorkerProcess, ids: list[str], nginx: Ngin
         await asyncio.gather(*tasks)
 
         def arrived() -> dict[str, Hit]:
-            found: dict[str, Hit] = {}
-            for h in nginx.read()[start_hits:]:
-                if h.msg_id in answered:
-                    found.setdefault(h.msg_id, h)
-            return found
+            return first_arrivals(nginx.read()[start_hits:], answered)
 
         await wait_for(lambda: len(arrived()) >= len(answered), 60, "paced deliveries")
         await asyncio.sleep(0.2)
@@ -622,11 +618,7 @@ async def events(bench: Bench) -> dict[str, Any]:
         copies = {copy_id(e, rid): e for e in calls for rid in ids}
 
         def arrived() -> dict[str, Hit]:
-            found: dict[str, Hit] = {}
-            for h in bench.nginx.read()[start_hits:]:
-                if h.msg_id in copies:
-                    found.setdefault(h.msg_id, h)
-            return found
+            return first_arrivals(bench.nginx.read()[start_hits:], copies)
 
         await wait_for(lambda: len(arrived()) >= len(copies), 60, "every copy of the events")
         found = arrived()
